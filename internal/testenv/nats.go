@@ -1,0 +1,59 @@
+// Package testenv starts the real servers the tests talk to: an in-process
+// nats-server with JetStream on a random port and a temporary store, and a
+// redis-server process on a free port. It never mocks them.
+package testenv
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// NATS starts an in-process nats-server with JetStream enabled, listening on
+// a random 127.0.0.1 port with its store in a temporary directory. The server
+// is shut down when the test ends.
+func NATS(t testing.TB) *server.Server {
+	t.Helper()
+	return NATSAt(t, t.TempDir())
+}
+
+// NATSAt is NATS with the store kept in dir, so a test can restart a server
+// on the same data.
+func NATSAt(t testing.TB, dir string) *server.Server {
+	t.Helper()
+	opts := &server.Options{
+		Host:      "127.0.0.1",
+		Port:      -1,
+		JetStream: true,
+		StoreDir:  dir,
+		NoLog:     true,
+		NoSigs:    true,
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("testenv: nats-server: %v", err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("testenv: nats-server not ready after 10s")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// Connect opens a client connection to s, closed when the test ends.
+func Connect(t testing.TB, s *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("testenv: connect %s: %v", s.ClientURL(), err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}

@@ -1,0 +1,101 @@
+package policies
+
+import "time"
+
+// Overflow says what happens to a job submitted to a key whose queue is full.
+type Overflow string
+
+const (
+	// OverflowReject answers 429 and drops the job: the producer must retry.
+	OverflowReject Overflow = "reject"
+	// OverflowDefer answers 429 and keeps the job in the deferred stream; it
+	// is re-admitted when the key has room, or dead-lettered with its reason.
+	OverflowDefer Overflow = "defer"
+)
+
+// Defaults applied by Parse to fields a policy leaves out.
+const (
+	DefaultOverflow        = OverflowReject
+	DefaultDeliverPrefix   = "shaper.out" // deliveries go to DefaultDeliverPrefix.<policy>.<key>
+	DefaultWebhookTimeout  = 10 * time.Second
+	DefaultRetryAttempts   = 10
+	DefaultRetryBackoff    = time.Second
+	DefaultRetryMaxBackoff = time.Minute
+	DefaultRetryDeadline   = 24 * time.Hour
+	DefaultAdmitFail       = "open"
+	// MaxNameLen bounds a policy name, which becomes part of stream names and subjects.
+	MaxNameLen = 64
+)
+
+// Policy is one validated entry of a policy file. The zero value is not a
+// usable policy; obtain policies from Parse or Load, which fill in defaults.
+type Policy struct {
+	// Name identifies the policy in URLs and subjects: [A-Za-z0-9_-], at most MaxNameLen bytes.
+	Name string `json:"name"`
+	// Outflow is the fixed rate at which each key drains.
+	Outflow Rate `json:"outflow"`
+	// Queue is how many jobs each key holds at most (queued plus in delivery).
+	Queue int `json:"queue"`
+	// Overflow says what a full queue does with a new job.
+	Overflow Overflow `json:"overflow"`
+	// Total caps the outflow over all keys of the policy; the zero Rate means no cap.
+	Total Rate `json:"total,omitzero"`
+	// Deliver says where drained jobs go.
+	Deliver Deliver `json:"deliver"`
+	// Retry bounds deferred re-admission and delivery retries.
+	Retry Retry `json:"retry"`
+	// Admit is an optional admission limit checked before the queue; nil means none.
+	Admit *Admit `json:"admit,omitempty"`
+	// Line is the line of the policy file on which this policy starts (0 when not from a file).
+	Line int `json:"-"`
+}
+
+// Deliver is a policy's delivery target. Exactly one kind applies: a webhook
+// when Webhook is set, else a NATS subject (published into Stream when set).
+type Deliver struct {
+	// Subject is the NATS subject prefix; a job of key k goes to Subject.<encoded k>.
+	// Default: "shaper.out.<policy>".
+	Subject string `json:"subject,omitempty"`
+	// Stream, when set, names a JetStream stream that must capture Subject.>;
+	// delivery then waits for the stream's acknowledgement.
+	Stream string `json:"stream,omitempty"`
+	// Confirm makes a NATS delivery a request: it succeeds only when a consumer
+	// replies, and "no responders" is a delivery failure.
+	Confirm bool `json:"confirm,omitempty"`
+	// Webhook is an http(s) URL that receives each job as a POST.
+	Webhook string `json:"webhook,omitempty"`
+	// Timeout bounds one webhook or confirmed delivery. Default DefaultWebhookTimeout.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// Retry bounds how often and how long a job is retried, for deferral and for
+// failed deliveries alike (the two are counted apart).
+type Retry struct {
+	Attempts   int           `json:"attempts"`
+	Backoff    time.Duration `json:"backoff"`
+	MaxBackoff time.Duration `json:"max_backoff"`
+	Deadline   time.Duration `json:"deadline"`
+}
+
+// Admit is an admission limit applied per key before a job reaches the queue.
+type Admit struct {
+	// Algorithm is one of the limiter package's algorithm names:
+	// "gcra", "token_bucket", "fixed_window", "sliding_log", "sliding_window".
+	Algorithm string `json:"algorithm"`
+	// Limit is how many jobs per period a key may submit.
+	Limit Rate `json:"limit"`
+	// Burst is the extra allowance of the two bucket algorithms (0 means Limit.N).
+	Burst int `json:"burst,omitempty"`
+	// Shadow only counts what would be rejected, and admits it.
+	Shadow bool `json:"shadow,omitempty"`
+	// Fail is what to do when the limiter backend (Redis) fails: "open" admits, "closed" rejects.
+	Fail string `json:"fail"`
+}
+
+// DeliverSubject returns the subject prefix deliveries of p go to.
+func (p Policy) DeliverSubject() string {
+	if p.Deliver.Subject != "" {
+		return p.Deliver.Subject
+	}
+	return DefaultDeliverPrefix + "." + p.Name
+}

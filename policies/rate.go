@@ -1,0 +1,107 @@
+package policies
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rate is N events per Per. The zero Rate means "no rate" where a field is optional.
+type Rate struct {
+	N   float64       // events, > 0
+	Per time.Duration // period, > 0
+}
+
+// ParseRate parses "N/s", "N/m", "N/h", "N/d" or "N/<duration>" (for example
+// "20/s", "0.5/s", "5/10s", "600/1m30s"). N is a positive decimal number.
+func ParseRate(s string) (Rate, error) {
+	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return Rate{}, fmt.Errorf("rate %q: want N/s, N/m, N/h, N/d or N/<duration>", s)
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n <= 0 || strings.ContainsAny(num, "xXpP_") {
+		return Rate{}, fmt.Errorf("rate %q: %q is not a positive number", s, num)
+	}
+	per = strings.TrimSpace(per)
+	var d time.Duration
+	switch per {
+	case "s":
+		d = time.Second
+	case "m":
+		d = time.Minute
+	case "h":
+		d = time.Hour
+	case "d":
+		d = 24 * time.Hour
+	default:
+		d, err = time.ParseDuration(per)
+		if err != nil {
+			return Rate{}, fmt.Errorf("rate %q: %q is not s, m, h, d or a duration", s, per)
+		}
+		if d <= 0 {
+			return Rate{}, fmt.Errorf("rate %q: period must be positive", s)
+		}
+	}
+	r := Rate{N: n, Per: d}
+	if iv := r.exactInterval(); iv < float64(time.Microsecond) || iv > float64(365*24*time.Hour) {
+		return Rate{}, errors.New("rate " + strconv.Quote(s) + ": must be between 1/365d and 1000000/s")
+	}
+	return r, nil
+}
+
+func (r Rate) exactInterval() float64 { return float64(r.Per) / r.N }
+
+// IsZero reports whether r is the zero Rate.
+func (r Rate) IsZero() bool { return r.N == 0 || r.Per == 0 }
+
+// Interval is the time between two events at rate r: Per/N. It is 0 for the zero Rate.
+func (r Rate) Interval() time.Duration {
+	if r.IsZero() {
+		return 0
+	}
+	return time.Duration(math.Round(r.exactInterval()))
+}
+
+// PerSecond is r expressed in events per second.
+func (r Rate) PerSecond() float64 {
+	if r.IsZero() {
+		return 0
+	}
+	return r.N / r.Per.Seconds()
+}
+
+// String formats r in the syntax ParseRate accepts.
+func (r Rate) String() string {
+	if r.IsZero() {
+		return ""
+	}
+	n := strconv.FormatFloat(r.N, 'f', -1, 64)
+	switch r.Per {
+	case time.Second:
+		return n + "/s"
+	case time.Minute:
+		return n + "/m"
+	case time.Hour:
+		return n + "/h"
+	case 24 * time.Hour:
+		return n + "/d"
+	}
+	return n + "/" + r.Per.String()
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (r Rate) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (r *Rate) UnmarshalText(b []byte) error {
+	v, err := ParseRate(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
