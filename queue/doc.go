@@ -1,0 +1,31 @@
+// Package queue keeps shaper's bounded per-key queues in NATS JetStream.
+//
+// Each policy has one stream, SHAPER_Q_<policy>, capturing the subjects
+// shaper.q.<policy>.<token>, where token is the key's subject token (see
+// EncodeKey). The stream is created with
+//
+//	Discard: DiscardNew, DiscardNewPerSubject: true, MaxMsgsPerSubject: <queue size>
+//
+// so the JetStream server itself refuses a job for a key that already holds
+// its queue size: atomically, in an R3 cluster too, and for every shaper at
+// once. That refusal (API error 10077, "maximum messages per subject
+// exceeded") comes back from Admit as ErrFull; a stream-wide limit with the
+// same code as ErrStreamFull; an unreachable or silent JetStream as
+// ErrUnavailable. Without DiscardNewPerSubject the server would silently drop
+// the oldest job instead, so the stream is never run that way.
+//
+// Every job is published with Nats-Msg-Id set to its job id, so a producer's
+// retry of the same id within the duplicate window stores nothing new.
+//
+// The drain side does not use a consumer per key (a stream allows 1,000
+// consumers by default): it reads the head of a key's queue with a
+// "next message for subject" get (Next), and frees the slot by deleting that
+// message once it is delivered (Remove). Watch streams a headers-only notice
+// of every stored job, which is how a drainer learns which keys have work.
+//
+// Keys are arbitrary UTF-8 strings of up to MaxKeyLen bytes. EncodeKey maps a
+// key injectively onto one subject token: keys of [A-Za-z0-9_-] are their own
+// token, any other key is "~" plus the unpadded base64url of its bytes, so no
+// key can smuggle in a '.', a wildcard or a system prefix. The original key
+// always travels in the Shaper-Key header.
+package queue

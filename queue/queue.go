@@ -1,0 +1,341 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers every queued job carries; deliveries carry the same names.
+const (
+	HeaderJobID      = "Shaper-Job-Id"
+	HeaderPolicy     = "Shaper-Policy"
+	HeaderKey        = "Shaper-Key"
+	HeaderEnqueuedAt = "Shaper-Enqueued-At"
+	HeaderAttempt    = "Shaper-Attempt"
+	HeaderTrace      = "traceparent"
+)
+
+// Defaults for the zero Config.
+const (
+	DefaultSubjectRoot     = "shaper.q"
+	DefaultStreamPrefix    = "SHAPER_Q_"
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultMaxPayload      = 1 << 20 // bytes of payload per job
+	DefaultTimeout         = 2 * time.Second
+)
+
+// Config holds a queue's optional settings. The zero value means the
+// documented defaults: file storage, one replica, a two-minute duplicate
+// window, 1 MiB payloads, no stream-wide byte limit, a 2 s timeout per call.
+type Config struct {
+	Replicas        int
+	Storage         jetstream.StorageType
+	DuplicateWindow time.Duration
+	MaxPayload      int
+	MaxBytes        int64 // stream-wide limit over all keys; 0 means none
+	Timeout         time.Duration
+	SubjectRoot     string // jobs of key k of policy p live on <root>.<p>.<token(k)>
+	StreamPrefix    string // the stream of policy p is <prefix><p>
+	Logger          *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow <= 0 {
+		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.SubjectRoot == "" {
+		c.SubjectRoot = DefaultSubjectRoot
+	}
+	if c.StreamPrefix == "" {
+		c.StreamPrefix = DefaultStreamPrefix
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Queue is the bounded per-key queue of one policy: a JetStream stream with
+// one subject per key, DiscardNew per subject and MaxMsgsPerSubject equal to
+// the queue size, so the server itself refuses a job for a full key,
+// atomically and across every shaper. A Queue is safe for concurrent use.
+type Queue struct {
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	policy string
+	prefix string // "<root>.<policy>."
+	cfg    Config
+	size   atomic.Int64
+}
+
+// Open creates or updates the stream that holds policy's queue, with room for
+// size jobs per key, and returns the Queue. A larger size than the stream
+// holds is applied at once; a smaller one is applied only to an empty stream,
+// because lowering MaxMsgsPerSubject over live data purges queued jobs.
+func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, cfg Config) (*Queue, error) {
+	cfg = cfg.withDefaults()
+	if size <= 0 {
+		return nil, fmt.Errorf("queue: open %q: size %d must be positive", policy, size)
+	}
+	q := &Queue{js: js, policy: policy, cfg: cfg, prefix: cfg.SubjectRoot + "." + policy + "."}
+	sc := jetstream.StreamConfig{
+		Name:                 cfg.StreamPrefix + policy,
+		Description:          "shaper queue of policy " + policy,
+		Subjects:             []string{q.prefix + "*"},
+		Retention:            jetstream.LimitsPolicy,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		MaxMsgsPerSubject:    int64(size),
+		MaxMsgs:              -1,
+		MaxBytes:             -1,
+		MaxAge:               0,
+		MaxMsgSize:           int32(cfg.MaxPayload + 64*1024), // room for headers
+		Storage:              cfg.Storage,
+		Replicas:             cfg.Replicas,
+		Duplicates:           cfg.DuplicateWindow,
+		AllowDirect:          false, // reads must come from the leader: a lagging replica could hand out a job already removed
+	}
+	if cfg.MaxBytes > 0 {
+		sc.MaxBytes = cfg.MaxBytes
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*cfg.Timeout)
+	defer cancel()
+	s, err := js.Stream(ctx, sc.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s, err = js.CreateStream(ctx, sc)
+	case err == nil:
+		info := s.CachedInfo()
+		if old := info.Config.MaxMsgsPerSubject; int64(size) < old && info.State.Msgs > 0 {
+			cfg.Logger.Warn("queue size lowered over live jobs: keeping the stream limit, admission enforces the new size",
+				"policy", policy, "stream_limit", old, "size", size)
+			sc.MaxMsgsPerSubject = old
+		}
+		s, err = js.UpdateStream(ctx, sc)
+	}
+	if err != nil {
+		return nil, classify("queue: open "+policy, err)
+	}
+	q.stream = s
+	q.size.Store(int64(size))
+	return q, nil
+}
+
+// Policy returns the policy name the queue belongs to.
+func (q *Queue) Policy() string { return q.policy }
+
+// Stream returns the name of the JetStream stream behind the queue.
+func (q *Queue) Stream() string { return q.cfg.StreamPrefix + q.policy }
+
+// Size returns how many jobs a key may hold.
+func (q *Queue) Size() int { return int(q.size.Load()) }
+
+// MaxPayload returns the largest payload Admit accepts, in bytes.
+func (q *Queue) MaxPayload() int { return q.cfg.MaxPayload }
+
+// Subject returns the subject the jobs of the key with token token live on.
+func (q *Queue) Subject(token string) string { return q.prefix + token }
+
+// Token returns the key token of a queue subject, or "" if subject is not one of q's.
+func (q *Queue) Token(subject string) string {
+	t, ok := strings.CutPrefix(subject, q.prefix)
+	if !ok || strings.ContainsRune(t, '.') {
+		return ""
+	}
+	return t
+}
+
+// Job is a unit of work as it is queued and delivered.
+type Job struct {
+	ID         string      // unique job id; also the JetStream Nats-Msg-Id, so resubmission is idempotent
+	Key        string      // the original key
+	Payload    []byte      // the body, at most MaxPayload bytes
+	EnqueuedAt time.Time   // when the job was first accepted
+	Attempt    int         // delivery attempt, 1-based; 0 means 1
+	Header     nats.Header // extra headers to keep (traceparent…); may be nil
+}
+
+// Receipt tells where an admitted job was stored.
+type Receipt struct {
+	Seq       uint64 // stream sequence of the job
+	Duplicate bool   // the job id was already stored within the duplicate window: nothing new was queued
+}
+
+// Admit stores job at the tail of its key's queue. It returns an error
+// wrapping ErrFull when the key holds Size jobs, ErrTooLarge for an oversized
+// payload, ErrBadKey for a bad key, ErrStreamFull when a stream-wide limit
+// refuses it and ErrUnavailable when JetStream does not answer in time. A job
+// whose id was stored within the duplicate window is not stored again.
+func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
+	token, err := EncodeKey(job.Key)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("queue: admit: %w", err)
+	}
+	if len(job.Payload) > q.cfg.MaxPayload {
+		return Receipt{}, fmt.Errorf("queue: admit: %w: %d bytes, at most %d", ErrTooLarge, len(job.Payload), q.cfg.MaxPayload)
+	}
+	if job.ID == "" {
+		return Receipt{}, errors.New("queue: admit: job has no id")
+	}
+	if nc := q.js.Conn(); nc.Status() != nats.CONNECTED {
+		return Receipt{}, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
+	}
+	m := &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: nats.Header{}}
+	for k, v := range job.Header {
+		m.Header[k] = v
+	}
+	if job.EnqueuedAt.IsZero() {
+		job.EnqueuedAt = time.Now()
+	}
+	if job.Attempt <= 0 {
+		job.Attempt = 1
+	}
+	m.Header.Set(HeaderJobID, job.ID)
+	m.Header.Set(HeaderPolicy, q.policy)
+	m.Header.Set(HeaderKey, job.Key)
+	m.Header.Set(HeaderEnqueuedAt, job.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	ack, err := q.js.PublishMsg(ctx, m, jetstream.WithMsgID(job.ID), jetstream.WithExpectStream(q.Stream()))
+	if err != nil {
+		return Receipt{}, classify("queue: admit", err)
+	}
+	return Receipt{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// Msg is a job read back from the queue.
+type Msg struct {
+	Seq   uint64 // stream sequence; pass it to Remove
+	Token string // the key's subject token
+	Job
+}
+
+// Next returns the first job of key token with a sequence at or after from,
+// or an error wrapping ErrEmpty when there is none. Jobs of one key come back
+// in the order they were admitted.
+func (q *Queue) Next(ctx context.Context, token string, from uint64) (*Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	raw, err := q.stream.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(q.prefix+token))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, ErrEmpty
+		}
+		return nil, classify("queue: next", err)
+	}
+	return decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
+}
+
+func decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
+	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: data, Header: h}}
+	m.ID = h.Get(HeaderJobID)
+	m.Key = h.Get(HeaderKey)
+	if m.Key == "" {
+		m.Key, _ = DecodeKey(token)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, h.Get(HeaderEnqueuedAt)); err == nil {
+		m.EnqueuedAt = t
+	} else {
+		m.EnqueuedAt = stored
+	}
+	m.Attempt, _ = strconv.Atoi(h.Get(HeaderAttempt))
+	if m.Attempt <= 0 {
+		m.Attempt = 1
+	}
+	return m
+}
+
+// Remove deletes the job stored at seq, freeing its key's slot. Removing a
+// job that is already gone is not an error.
+func (q *Queue) Remove(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	err := q.stream.DeleteMsg(ctx, seq)
+	if err != nil && (strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "no message found")) {
+		return nil
+	}
+	return classify("queue: remove", err)
+}
+
+// Depths returns the number of jobs stored per key, read from the stream
+// (exact, but one JetStream request over every subject: not for a hot path).
+func (q *Queue) Depths(ctx context.Context) (map[string]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(q.prefix+"*"))
+	if err != nil {
+		return nil, classify("queue: depths", err)
+	}
+	out := make(map[string]uint64, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		if t := q.Token(subj); t != "" {
+			if k, err := DecodeKey(t); err == nil {
+				out[k] = n
+			}
+		}
+	}
+	return out, nil
+}
+
+// Notice says that a job was stored: the key, its token and its sequence.
+type Notice struct {
+	Key   string
+	Token string
+	Seq   uint64
+}
+
+// Watch calls fn, in stream order and from one goroutine, for every job in
+// the queue now and every job stored later, until ctx ends. It reads headers
+// only, so its cost does not grow with payload size. A job removed before
+// Watch reaches it is skipped.
+func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
+	cons, err := q.js.OrderedConsumer(ctx, q.Stream(), jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		HeadersOnly:   true,
+	})
+	if err != nil {
+		return classify("queue: watch", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		token := q.Token(m.Subject())
+		if token == "" {
+			return
+		}
+		key := m.Headers().Get(HeaderKey)
+		if key == "" {
+			if key, err = DecodeKey(token); err != nil {
+				return
+			}
+		}
+		fn(Notice{Key: key, Token: token, Seq: md.Sequence.Stream})
+	})
+	if err != nil {
+		return classify("queue: watch", err)
+	}
+	<-ctx.Done()
+	cc.Stop()
+	return nil
+}

@@ -1,0 +1,210 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/queue"
+)
+
+func open(t *testing.T, size int) (*queue.Queue, jetstream.JetStream) {
+	t.Helper()
+	s := testenv.NATS(t)
+	js, err := jetstream.New(testenv.Connect(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.Open(context.Background(), js, "orders", size, queue.Config{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return q, js
+}
+
+func TestAdmitFullAtSize(t *testing.T) {
+	ctx := context.Background()
+	q, _ := open(t, 10)
+	var (
+		mu       sync.Mutex
+		ok, full int
+		wg       sync.WaitGroup
+	)
+	for i := range 50 {
+		wg.Go(func() {
+			_, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint("j", i), Key: "k1", Payload: []byte("x")})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, queue.ErrFull):
+				full++
+			default:
+				t.Errorf("Admit = %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok != 10 || full != 40 {
+		t.Errorf("50 admissions: %d stored, %d full; want 10, 40", ok, full)
+	}
+	// Another key is independent.
+	if _, err := q.Admit(ctx, queue.Job{ID: "other", Key: "k2"}); err != nil {
+		t.Errorf("Admit(k2) = %v, want ok", err)
+	}
+	// Removing the head frees exactly one slot.
+	tok, _ := queue.EncodeKey("k1")
+	m, err := q.Next(ctx, tok, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Remove(ctx, m.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Remove(ctx, m.Seq); err != nil {
+		t.Errorf("second Remove = %v, want nil", err)
+	}
+	if _, err := q.Admit(ctx, queue.Job{ID: "again1", Key: "k1"}); err != nil {
+		t.Errorf("Admit after Remove = %v, want ok", err)
+	}
+	if _, err := q.Admit(ctx, queue.Job{ID: "again2", Key: "k1"}); !errors.Is(err, queue.ErrFull) {
+		t.Errorf("Admit past size = %v, want ErrFull", err)
+	}
+}
+
+func TestAdmitDuplicateID(t *testing.T) {
+	ctx := context.Background()
+	q, _ := open(t, 5)
+	r1, err := q.Admit(ctx, queue.Job{ID: "same", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := q.Admit(ctx, queue.Job{ID: "same", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r2.Duplicate || r2.Seq != r1.Seq {
+		t.Errorf("second Admit = %+v, want Duplicate of seq %d", r2, r1.Seq)
+	}
+	d, err := q.Depths(ctx)
+	if err != nil || d["k"] != 1 {
+		t.Errorf("Depths = %v, %v, want k:1", d, err)
+	}
+}
+
+func TestNextFIFOAndHostileKeys(t *testing.T) {
+	ctx := context.Background()
+	q, _ := open(t, 100)
+	keys := []string{"a.b", "*", ">", "a.>", "with space", "ключ", "$SYS", "a", "~YQ", strings.Repeat("z", 256)}
+	for i := range 3 {
+		for _, k := range keys {
+			if _, err := q.Admit(ctx, queue.Job{ID: fmt.Sprintf("%s/%d", k, i), Key: k, Payload: []byte(fmt.Sprint(i))}); err != nil {
+				t.Fatalf("Admit(%q) = %v", k, err)
+			}
+		}
+	}
+	d, err := q.Depths(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if d[k] != 3 {
+			t.Errorf("depth of %q = %d, want 3 (depths %v)", k, d[k], d)
+		}
+		tok, _ := queue.EncodeKey(k)
+		var from uint64
+		for i := range 3 {
+			m, err := q.Next(ctx, tok, from)
+			if err != nil {
+				t.Fatalf("Next(%q) = %v", k, err)
+			}
+			if m.Key != k || string(m.Payload) != fmt.Sprint(i) || m.ID != fmt.Sprintf("%s/%d", k, i) {
+				t.Errorf("Next(%q) #%d = key %q payload %q id %q", k, i, m.Key, m.Payload, m.ID)
+			}
+			from = m.Seq + 1
+		}
+		if _, err := q.Next(ctx, tok, from); !errors.Is(err, queue.ErrEmpty) {
+			t.Errorf("Next past the tail of %q = %v, want ErrEmpty", k, err)
+		}
+	}
+}
+
+func TestAdmitRejects(t *testing.T) {
+	ctx := context.Background()
+	q, _ := open(t, 5)
+	if _, err := q.Admit(ctx, queue.Job{ID: "big", Key: "k", Payload: make([]byte, 4<<20)}); !errors.Is(err, queue.ErrTooLarge) {
+		t.Errorf("4 MiB Admit = %v, want ErrTooLarge", err)
+	}
+	if _, err := q.Admit(ctx, queue.Job{ID: "long", Key: strings.Repeat("k", 300)}); !errors.Is(err, queue.ErrBadKey) {
+		t.Errorf("300-byte key Admit = %v, want ErrBadKey", err)
+	}
+	d, _ := q.Depths(ctx)
+	if len(d) != 0 {
+		t.Errorf("after rejected admissions depths = %v, want empty", d)
+	}
+}
+
+func TestAdmitUnavailable(t *testing.T) {
+	ctx := context.Background()
+	s := testenv.NATS(t)
+	js, _ := jetstream.New(testenv.Connect(t, s))
+	q, err := queue.Open(ctx, js, "p", 5, queue.Config{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	start := time.Now()
+	_, err = q.Admit(ctx, queue.Job{ID: "x", Key: "k"})
+	if !errors.Is(err, queue.ErrUnavailable) {
+		t.Errorf("Admit with JetStream down = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Admit with JetStream down took %v, want it bounded by the timeout", d)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q, _ := open(t, 10)
+	q.Admit(ctx, queue.Job{ID: "1", Key: "a.b"})
+	got := make(chan queue.Notice, 10)
+	go q.Watch(ctx, func(n queue.Notice) { got <- n })
+	q.Admit(ctx, queue.Job{ID: "2", Key: "c"})
+	for i, want := range []string{"a.b", "c"} {
+		select {
+		case n := <-got:
+			if n.Key != want || n.Seq != uint64(i+1) {
+				t.Errorf("notice %d = %+v, want key %q seq %d", i, n, want, i+1)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no notice %d", i)
+		}
+	}
+}
+
+func TestOpenKeepsLargerLimitOverLiveJobs(t *testing.T) {
+	ctx := context.Background()
+	q, js := open(t, 5)
+	q.Admit(ctx, queue.Job{ID: "1", Key: "k"})
+	q2, err := queue.Open(ctx, js, "orders", 2, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := js.Stream(ctx, q2.Stream())
+	if got := s.CachedInfo().Config.MaxMsgsPerSubject; got != 5 {
+		t.Errorf("stream limit after lowering over live jobs = %d, want 5 kept", got)
+	}
+	d, _ := q2.Depths(ctx)
+	if d["k"] != 1 {
+		t.Errorf("depth after reopen = %d, want 1 (nothing purged)", d["k"])
+	}
+}
