@@ -1,0 +1,222 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RedisInstallCommand is the command that installs the redis-server binary
+// the tests need on Debian and Ubuntu.
+const RedisInstallCommand = "apt-get install redis-server"
+
+// aptLock serialises apt-get runs of test binaries running in parallel.
+const aptLock = "/tmp/shaper-testenv-apt.lock"
+
+// Redis starts a redis-server process on a free 127.0.0.1 port, without
+// persistence, and returns its address "127.0.0.1:N". The process is killed
+// when the test ends. A missing redis-server is installed with apt-get when
+// the test runs as root; otherwise the test fails with the install command.
+func Redis(t testing.TB) string {
+	t.Helper()
+	return StartRedis(t).Addr()
+}
+
+// RedisServer is a redis-server process owned by a test. Stop and Start
+// let a test take Redis away and bring it back on the same address; data
+// does not survive a restart. Its methods are safe for concurrent use.
+type RedisServer struct {
+	t    testing.TB
+	bin  string
+	port int
+	dir  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// StartRedis is Redis returning the server, so the test can stop and
+// restart it. The process is killed when the test ends.
+func StartRedis(t testing.TB) *RedisServer {
+	t.Helper()
+	bin := redisBinary(t)
+	s := &RedisServer{t: t, bin: bin, dir: t.TempDir()}
+	t.Cleanup(s.Stop)
+	var err error
+	for range 5 { // another process may take the free port before redis binds it
+		s.port, err = freePort()
+		if err != nil {
+			continue
+		}
+		if err = s.start(); err == nil {
+			return s
+		}
+	}
+	t.Fatalf("testenv: redis-server: %v", err)
+	return nil
+}
+
+// Addr returns the "127.0.0.1:N" address the server listens on, the same
+// across restarts.
+func (s *RedisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Stop kills the server and waits until it has exited. Stopping a stopped
+// server does nothing.
+func (s *RedisServer) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd, s.done = nil, nil
+}
+
+// Start starts a stopped server again on the same address and waits until
+// it answers PING; it fails the test if it cannot. Starting a running
+// server does nothing.
+func (s *RedisServer) Start() {
+	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("testenv: restart redis-server: %v", err)
+	}
+}
+
+func (s *RedisServer) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return nil
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+		"--dir", s.dir,
+		"--loglevel", "warning",
+	)
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if ping(s.Addr()) == nil {
+			s.cmd, s.done = cmd, done
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("exited before answering PING on %s: %s", s.Addr(), bytes.TrimSpace(out.Bytes()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	return fmt.Errorf("not answering PING on %s: %s", s.Addr(), bytes.TrimSpace(out.Bytes()))
+}
+
+// ping sends PING over a fresh connection and expects +PONG.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// redisBinary finds redis-server, installing it with apt-get when running
+// as root, and fails the test with the install command otherwise.
+func redisBinary(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p
+	}
+	apt, aptErr := exec.LookPath("apt-get")
+	if os.Geteuid() != 0 || aptErr != nil {
+		t.Fatalf("testenv: redis-server not found on PATH; install it with: %s", RedisInstallCommand)
+	}
+	if err := aptInstallRedis(apt); err != nil {
+		t.Fatalf("testenv: installing redis-server failed (%v); install it with: %s", err, RedisInstallCommand)
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("testenv: redis-server still not on PATH after apt-get; install it with: %s", RedisInstallCommand)
+	}
+	return p
+}
+
+// aptInstallRedis runs apt-get update and install under an exclusive file
+// lock, so parallel test binaries install once and do not collide.
+func aptInstallRedis(apt string) error {
+	f, err := os.OpenFile(aptLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", aptLock, err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		return nil // installed by another test binary while we waited
+	}
+	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "redis-server"}} {
+		cmd := exec.Command(apt, args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s: %v: %s", args[0], err, lastLines(out, 5))
+		}
+	}
+	// The Debian package may start its own service on 6379; the tests use
+	// their own ports, so it does not compete with them. Stop it anyway
+	// where a service manager is present, best effort.
+	_ = exec.Command("service", "redis-server", "stop").Run()
+	return nil
+}
+
+func lastLines(b []byte, n int) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return bytes.Join(lines, []byte("\n"))
+}
