@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+)
+
+// runCLI runs the producer CLI with args and returns its stdout.
+func runCLI(t *testing.T, ctx context.Context, args ...string) (string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := newApp(&stdout, &stderr).RunContext(ctx, append([]string{"producer"}, args...))
+	if stderr.Len() > 0 {
+		t.Logf("stderr:\n%s", stderr.String())
+	}
+	return stdout.String(), err
+}
+
+func decodeSendSummary(t *testing.T, out string) sendSummary {
+	t.Helper()
+	var s sendSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("send --json output is not a summary: %v\n%s", err, out)
+	}
+	return s
+}
+
+func TestSendHTTP(t *testing.T) {
+	var (
+		n       atomic.Int64
+		mu      sync.Mutex
+		paths   = map[string]bool{}
+		keys    = map[string]bool{}
+		idems   = map[string]bool{}
+		payload []byte
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/jobs/{policy}/{key}", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		paths[r.URL.EscapedPath()] = true
+		keys[r.PathValue("key")] = true
+		idems[r.Header.Get("Idempotency-Key")] = true
+		payload = body
+		mu.Unlock()
+		i := n.Add(1) - 1
+		switch i % 4 {
+		case 0, 2:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprintf(w, `{"id":"j%d","policy":%q,"key":%q,"queued":1,"eta_ms":50}`, i, r.PathValue("policy"), r.PathValue("key"))
+		case 1:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"title":"queue full","status":429,"retry_after_ms":250,"deferred":false}`)
+		case 3:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprintf(w, `{"title":"queue full","status":429,"retry_after_ms":250,"deferred":true,"id":"j%d"}`, i)
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	out, err := runCLI(t, t.Context(), "send", "--http", srv.URL+"/", "--policy", "orders",
+		"--key", "a b", "--key", "a.b", "--key", "ü", "--key", "a/b", "--key", "x,y",
+		"--jobs", "40", "--concurrency", "4", "--size", "10", "--idempotency", "--json")
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	s := decodeSendSummary(t, out)
+	want := map[string]int64{"queued": 20, "rejected": 10, "deferred": 10, "4xx": 0, "5xx": 0, "error": 0, "other": 0, "transport": 0}
+	for k, w := range want {
+		if got := s.Outcomes[k]; got != w {
+			t.Errorf("outcomes[%s] = %d, want %d", k, got, w)
+		}
+	}
+	if s.Sent != 40 || s.Keys != 5 {
+		t.Errorf("sent, keys = %d, %d, want 40, 5", s.Sent, s.Keys)
+	}
+	if s.LatencyMs.Max <= 0 || s.LatencyMs.P50 > s.LatencyMs.P99 || s.LatencyMs.P99 > s.LatencyMs.Max {
+		t.Errorf("latency = %+v, want 0 < p50 ≤ p99 ≤ max", s.LatencyMs)
+	}
+	wantPaths := []string{"/v1/jobs/orders/%C3%BC", "/v1/jobs/orders/a%20b", "/v1/jobs/orders/a%2Fb", "/v1/jobs/orders/a.b", "/v1/jobs/orders/x%2Cy"}
+	if got := slices.Sorted(maps.Keys(paths)); !slices.Equal(got, wantPaths) {
+		t.Errorf("request paths = %q, want %q", got, wantPaths)
+	}
+	wantKeys := []string{"a b", "a.b", "a/b", "x,y", "ü"}
+	if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, wantKeys) {
+		t.Errorf("keys seen by the server = %q, want %q", got, wantKeys)
+	}
+	if len(idems) != 40 || idems[""] {
+		t.Errorf("got %d distinct Idempotency-Keys (empty among them: %v), want 40", len(idems), idems[""])
+	}
+	if len(payload) != 10 {
+		t.Errorf("payload is %d bytes, want 10", len(payload))
+	}
+}
+
+func TestSendHTTPErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/bad"):
+			http.Error(w, "bad key", http.StatusBadRequest)
+		case strings.HasSuffix(r.URL.Path, "/down"):
+			http.Error(w, "backend unavailable", http.StatusServiceUnavailable)
+		default:
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		}
+	}))
+	out, err := runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p",
+		"--key", "bad", "--key", "down", "--key", "moved", "--jobs", "9", "--json")
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	s := decodeSendSummary(t, out)
+	if s.Outcomes["4xx"] != 3 || s.Outcomes["5xx"] != 3 || s.Outcomes["other"] != 3 {
+		t.Errorf("outcomes = %v, want 3 each of 4xx, 5xx, other", s.Outcomes)
+	}
+	if s.Details["400"] != 3 || s.Details["503"] != 3 || s.Details["307"] != 3 {
+		t.Errorf("details = %v, want 3 each of 400, 503, 307", s.Details)
+	}
+
+	srv.Close() // now nothing listens there
+	out, err = runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p", "--jobs", "3", "--json")
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	s = decodeSendSummary(t, out)
+	if s.Outcomes["transport"] != 3 || s.FirstError == "" {
+		t.Errorf("outcomes = %v, first error %q, want 3 transport errors and the first one named", s.Outcomes, s.FirstError)
+	}
+}
+
+func TestSendDurationAndRate(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	start := time.Now()
+	out, err := runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p",
+		"--jobs", "0", "--duration", "500ms", "--rate", "20/s", "--json")
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("send --duration 500ms took %v", d)
+	}
+	s := decodeSendSummary(t, out)
+	// 20/s for 0.5 s: about 10 jobs; generous bounds for a loaded machine.
+	if got := s.Outcomes["queued"]; got < 3 || got > 12 {
+		t.Errorf("queued %d jobs at 20/s in 500ms, want about 10", got)
+	}
+}
+
+func TestSendRefusesBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"send"},
+		{"send", "--policy", "p", "--jobs", "0"},
+		{"send", "--policy", "p", "--concurrency", "0"},
+		{"send", "--policy", "p", "--rate", "fast"},
+		{"send", "--policy", "p", "--http", "http://x", "--nats-url", "nats://x"},
+	} {
+		if _, err := runCLI(t, t.Context(), args...); err == nil {
+			t.Errorf("producer %q: no error", args)
+		}
+	}
+}
+
+func TestSendNATS(t *testing.T) {
+	s := testenv.NATS(t)
+	nc := testenv.Connect(t, s)
+	var (
+		mu       sync.Mutex
+		subjects = map[string]string{} // subject → Shaper-Key
+		n        int
+	)
+	statuses := []string{`"status":"queued"`, `"status":"rejected"`, `"status":"deferred","retry_after_ms":10`, `"status":"error","code":"bad_key"`}
+	sub, err := nc.Subscribe("shaper.submit.>", func(m *nats.Msg) {
+		mu.Lock()
+		subjects[m.Subject] = m.Header.Get("Shaper-Key")
+		st := statuses[n%len(statuses)]
+		n++
+		mu.Unlock()
+		_ = m.Respond([]byte(`{"id":"j","policy":"orders","key":"k",` + st + `}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := runCLI(t, t.Context(), "send", "--nats-url", s.ClientURL(), "--policy", "orders",
+		"--key", "k-1", "--key", "a.b", "--jobs", "8", "--concurrency", "1", "--json")
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	sum := decodeSendSummary(t, out)
+	for _, o := range []string{"queued", "rejected", "deferred", "error"} {
+		if sum.Outcomes[o] != 2 {
+			t.Errorf("outcomes = %v, want 2 each of queued, rejected, deferred, error", sum.Outcomes)
+			break
+		}
+	}
+	if sum.Details["error bad_key"] != 2 {
+		t.Errorf("details = %v, want 2 of \"error bad_key\"", sum.Details)
+	}
+	want := map[string]string{"shaper.submit.orders.k-1": "k-1", "shaper.submit.orders." + subjectToken("a.b"): "a.b"}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(subjects) != fmt.Sprint(want) {
+		t.Errorf("subjects → Shaper-Key = %v, want %v", subjects, want)
+	}
+}
+
+func TestSubjectToken(t *testing.T) {
+	seen := map[string]string{}
+	for _, k := range []string{"k0", "A_b-9", "a.b", "a b", "ü", "*", ">", "~", "~61", "a", "61"} {
+		tok := subjectToken(k)
+		if tok == "" || strings.ContainsAny(tok, ". *>\t\r\n") {
+			t.Errorf("subjectToken(%q) = %q, not a single subject token", k, tok)
+		}
+		if prev, ok := seen[tok]; ok {
+			t.Errorf("subjectToken(%q) = subjectToken(%q) = %q", k, prev, tok)
+		}
+		seen[tok] = k
+	}
+}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/urfave/cli/v2"
+)
+
+func sinkCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sink",
+		Usage: "receive a shaper's deliveries and measure how smooth they are, per key",
+		Description: "Subscribes to --subject, answers every delivery that has a reply subject with an empty\n" +
+			"message (confirmed delivery), and reports per key: deliveries, distinct job ids,\n" +
+			"duplicates, achieved rate, gaps between deliveries, the most deliveries in any\n" +
+			"1-second window, and queue latency (receive time minus Shaper-Enqueued-At).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "nats-url", Value: "nats://127.0.0.1:4222", Usage: "NATS server `URL`", EnvVars: envVar("nats-url")},
+			&cli.StringFlag{Name: "subject", Value: "shaper.out.>", Usage: "`SUBJECT` to receive deliveries on", EnvVars: envVar("subject")},
+			&cli.DurationFlag{Name: "duration", Usage: "stop after `D` (0 = until interrupted)", EnvVars: envVar("duration")},
+			&cli.IntFlag{Name: "expect", Usage: "stop after `N` distinct job ids (0 = no limit)", EnvVars: envVar("expect")},
+			&cli.BoolFlag{Name: "print", Usage: "print every delivery as a line on stdout (a JSON line with --json)", EnvVars: envVar("print")},
+			&cli.BoolFlag{Name: "progress", Usage: "print the live line on stderr every second even when it is not a terminal", EnvVars: envVar("progress")},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON", EnvVars: envVar("json")},
+		},
+		Action: func(c *cli.Context) error {
+			cfg := sinkConfig{
+				natsURL:  c.String("nats-url"),
+				subject:  c.String("subject"),
+				duration: c.Duration("duration"),
+				expect:   c.Int("expect"),
+				print:    c.Bool("print"),
+				progress: c.Bool("progress"),
+				json:     c.Bool("json"),
+			}
+			switch {
+			case cfg.duration < 0:
+				return fmt.Errorf("sink: --duration %s is negative", cfg.duration)
+			case cfg.expect < 0:
+				return fmt.Errorf("sink: --expect %d is negative", cfg.expect)
+			}
+			return runSink(c.Context, cfg, c.App.Writer, c.App.ErrWriter)
+		},
+	}
+}
+
+// sinkConfig is what one sink run does.
+type sinkConfig struct {
+	natsURL  string
+	subject  string
+	duration time.Duration // 0 = until ctx ends
+	expect   int           // 0 = no limit
+	print    bool
+	progress bool
+	json     bool
+}
+
+// sinkTopKeys is how many keys the table shows, busiest first.
+const sinkTopKeys = 20
+
+// meter holds the stats of every key and of all deliveries together. It is
+// safe for concurrent use.
+type meter struct {
+	mu      sync.Mutex
+	keys    map[string]*keyStats
+	total   keyStats
+	stopped bool
+}
+
+// delivery is one received message as the sink sees it.
+type delivery struct {
+	At       time.Time `json:"at"`
+	Subject  string    `json:"subject"`
+	Key      string    `json:"key"`
+	ID       string    `json:"id"`
+	Policy   string    `json:"policy,omitempty"`
+	Attempt  string    `json:"attempt,omitempty"`
+	Enqueued time.Time `json:"-"`
+	// LatencyMs is the queue latency, omitted when Shaper-Enqueued-At is missing.
+	LatencyMs *float64 `json:"latency_ms,omitempty"`
+}
+
+func parseDelivery(m *nats.Msg, at time.Time) delivery {
+	d := delivery{At: at, Subject: m.Subject, Key: m.Subject}
+	if m.Header == nil {
+		return d
+	}
+	if k := m.Header.Values("Shaper-Key"); len(k) > 0 {
+		d.Key = k[0] // may be empty: the header is authoritative
+	}
+	d.ID = m.Header.Get("Shaper-Job-Id")
+	d.Policy = m.Header.Get("Shaper-Policy")
+	d.Attempt = m.Header.Get("Shaper-Attempt")
+	if t, err := time.Parse(time.RFC3339Nano, m.Header.Get("Shaper-Enqueued-At")); err == nil {
+		d.Enqueued = t
+		l := ms(at.Sub(t))
+		d.LatencyMs = &l
+	}
+	return d
+}
+
+// add records d and returns the number of distinct job ids seen so far, or
+// -1 once the meter is stopped.
+func (m *meter) add(d delivery) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return -1
+	}
+	ks := m.keys[d.Key]
+	if ks == nil {
+		ks = new(keyStats)
+		m.keys[d.Key] = ks
+	}
+	ks.add(d.ID, d.At, d.Enqueued)
+	m.total.add(d.ID, d.At, d.Enqueued)
+	return m.total.distinct()
+}
+
+// sinkReport is what the sink prints at the end.
+type sinkReport struct {
+	Subject    string       `json:"subject"`
+	ElapsedSec float64      `json:"elapsed_s"`
+	StoppedBy  string       `json:"stopped_by"` // "expect", "duration" or "interrupt"
+	Keys       int          `json:"keys"`
+	Totals     keySummary   `json:"totals"`
+	PerKey     []keySummary `json:"per_key"` // every key, most deliveries first
+}
+
+// stop freezes the meter and reports it.
+func (m *meter) stop() (totals keySummary, perKey []keySummary) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopped = true
+	totals = m.total.summary("(all)")
+	perKey = make([]keySummary, 0, len(m.keys))
+	for k, ks := range m.keys {
+		perKey = append(perKey, ks.summary(k))
+	}
+	slices.SortFunc(perKey, func(a, b keySummary) int {
+		return cmp.Or(cmp.Compare(b.Deliveries, a.Deliveries), cmp.Compare(a.Key, b.Key))
+	})
+	return totals, perKey
+}
+
+func runSink(ctx context.Context, cfg sinkConfig, stdout, stderr io.Writer) error {
+	nc, err := nats.Connect(cfg.natsURL, nats.Name("shaper-producer-sink"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("sink: connect %s: %w", cfg.natsURL, err)
+	}
+	defer nc.Close()
+
+	m := &meter{keys: make(map[string]*keyStats)}
+	expected := make(chan struct{})
+	var once sync.Once
+	var outMu sync.Mutex // serializes --print lines
+	enc := json.NewEncoder(stdout)
+
+	sub, err := nc.Subscribe(cfg.subject, func(msg *nats.Msg) {
+		at := time.Now()
+		if msg.Reply != "" {
+			_ = msg.Respond(nil) // confirmed delivery: an empty answer
+		}
+		d := parseDelivery(msg, at)
+		n := m.add(d)
+		if n < 0 {
+			return
+		}
+		if cfg.print {
+			outMu.Lock()
+			printDelivery(stdout, enc, cfg.json, d)
+			outMu.Unlock()
+		}
+		if cfg.expect > 0 && n >= cfg.expect {
+			once.Do(func() { close(expected) })
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("sink: subscribe %q: %w", cfg.subject, err)
+	}
+	// Never drop deliveries on the client side: a slow sink would measure gaps that are not there.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return fmt.Errorf("sink: pending limits: %w", err)
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("sink: subscribe %q: %w", cfg.subject, err)
+	}
+	start := time.Now()
+
+	stopProgress := func() {}
+	if showProgress(stderr, cfg.progress) {
+		stopProgress = startSinkProgress(stderr, isTerminal(stderr), m, start)
+	}
+	var timeout <-chan time.Time
+	if cfg.duration > 0 {
+		t := time.NewTimer(cfg.duration)
+		defer t.Stop()
+		timeout = t.C
+	}
+	r := sinkReport{Subject: cfg.subject}
+	select {
+	case <-expected:
+		r.StoppedBy = "expect"
+	case <-timeout:
+		r.StoppedBy = "duration"
+	case <-ctx.Done():
+		r.StoppedBy = "interrupt"
+	}
+	_ = sub.Unsubscribe()
+	stopProgress()
+	r.ElapsedSec = time.Since(start).Seconds()
+	r.Totals, r.PerKey = m.stop()
+	r.Keys = len(r.PerKey)
+
+	outMu.Lock()
+	defer outMu.Unlock()
+	if cfg.json {
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return printSinkReport(stdout, r)
+}
+
+func printDelivery(w io.Writer, enc *json.Encoder, asJSON bool, d delivery) {
+	if asJSON {
+		_ = enc.Encode(d)
+		return
+	}
+	lat := "-"
+	if d.LatencyMs != nil {
+		lat = fmt.Sprintf("%.1fms", *d.LatencyMs)
+	}
+	fmt.Fprintf(w, "%s key=%q id=%s attempt=%s latency=%s subject=%s\n",
+		d.At.Format("15:04:05.000000"), d.Key, d.ID, d.Attempt, lat, d.Subject)
+}
+
+// startSinkProgress prints the live line on w once a second until the
+// returned stop is called. On a terminal the line is rewritten in place.
+func startSinkProgress(w io.Writer, tty bool, m *meter, start time.Time) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last, lastAt := 0, start
+		for {
+			select {
+			case <-done:
+				if tty {
+					fmt.Fprintln(w)
+				}
+				return
+			case now := <-t.C:
+				m.mu.Lock()
+				n, keys, dups := m.total.deliveries, len(m.keys), m.total.duplicates
+				m.mu.Unlock()
+				line := fmt.Sprintf("%5.0fs  delivered %d  %.0f/s  keys %d  duplicates %d",
+					now.Sub(start).Seconds(), n, float64(n-last)/now.Sub(lastAt).Seconds(), keys, dups)
+				last, lastAt = n, now
+				if tty {
+					fmt.Fprintf(w, "\r%s\033[K", line)
+				} else {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func printSinkReport(w io.Writer, r sinkReport) error {
+	fmt.Fprintf(w, "%s: %d deliveries of %d distinct jobs (%d duplicates) over %d keys in %.2fs, stopped by %s\n",
+		r.Subject, r.Totals.Deliveries, r.Totals.Distinct, r.Totals.Duplicates, r.Keys, r.ElapsedSec, r.StoppedBy)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "key\tdeliveries\tdistinct\tdups\trate/s\tgap min ms\tgap p50 ms\tgap p99 ms\tmax in 1s\tlatency p50 ms\tlatency p99 ms")
+	row := func(s keySummary) {
+		fmt.Fprintf(tw, "%q\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
+			s.Key, s.Deliveries, s.Distinct, s.Duplicates, s.RatePerSec,
+			s.GapMinMs, s.GapP50Ms, s.GapP99Ms, s.MaxPerSecond, s.LatencyP50Ms, s.LatencyP99Ms)
+	}
+	for _, s := range r.PerKey[:min(len(r.PerKey), sinkTopKeys)] {
+		row(s)
+	}
+	t := r.Totals
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
+		t.Deliveries, t.Distinct, t.Duplicates, t.RatePerSec,
+		t.GapMinMs, t.GapP50Ms, t.GapP99Ms, t.MaxPerSecond, t.LatencyP50Ms, t.LatencyP99Ms)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if more := len(r.PerKey) - sinkTopKeys; more > 0 {
+		_, err := fmt.Fprintf(w, "(%d more keys not shown; --json lists every key)\n", more)
+		return err
+	}
+	return nil
+}

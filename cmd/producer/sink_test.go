@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+)
+
+func TestSink(t *testing.T) {
+	s := testenv.NATS(t)
+	nc := testenv.Connect(t, s)
+
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := runCLI(t, t.Context(), "sink", "--nats-url", s.ClientURL(),
+			"--expect", "4", "--duration", "30s", "--json")
+		done <- result{out, err}
+	}()
+
+	enqueued := time.Now().Add(-200 * time.Millisecond)
+	msg := func(subject, id, key string) *nats.Msg {
+		m := nats.NewMsg(subject)
+		m.Header.Set("Shaper-Job-Id", id)
+		m.Header.Set("Shaper-Policy", "orders")
+		m.Header.Set("Shaper-Key", key)
+		m.Header.Set("Shaper-Enqueued-At", enqueued.Format(time.RFC3339Nano))
+		m.Header.Set("Shaper-Attempt", "1")
+		m.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		return m
+	}
+
+	// The first delivery asks for confirmation, which also waits for the
+	// sink to subscribe.
+	if reply := deliverConfirmed(t, nc, msg("shaper.out.orders.k0", "j1", "k0")); len(reply.Data) != 0 {
+		t.Errorf("confirmation = %q, want an empty message", reply.Data)
+	}
+	for _, m := range []*nats.Msg{
+		msg("shaper.out.orders.k0", "j2", "k0"),
+		msg("shaper.out.orders.k0", "j1", "k0"), // a duplicate
+		msg("shaper.out.orders.~c3bc", "j3", "ü"),
+		msg("shaper.out.orders.k0", "j4", "k0"), // the 4th distinct id stops the sink
+	} {
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("sink did not stop after --expect 4")
+	}
+	if r.err != nil {
+		t.Fatalf("sink: %v", r.err)
+	}
+	var rep sinkReport
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatalf("sink --json output is not a report: %v\n%s", err, r.out)
+	}
+	if rep.StoppedBy != "expect" {
+		t.Errorf("stopped by %q, want expect", rep.StoppedBy)
+	}
+	tot := rep.Totals
+	if tot.Deliveries != 5 || tot.Distinct != 4 || tot.Duplicates != 1 {
+		t.Errorf("totals deliveries/distinct/duplicates = %d/%d/%d, want 5/4/1", tot.Deliveries, tot.Distinct, tot.Duplicates)
+	}
+	if rep.Keys != 2 || len(rep.PerKey) != 2 {
+		t.Fatalf("keys = %d (%d rows), want 2", rep.Keys, len(rep.PerKey))
+	}
+	k0, u := rep.PerKey[0], rep.PerKey[1]
+	if k0.Key != "k0" || k0.Deliveries != 4 || k0.Distinct != 3 || k0.Duplicates != 1 || k0.MaxPerSecond != 4 {
+		t.Errorf("k0 = %+v, want 4 deliveries, 3 distinct, 1 duplicate, 4 in 1s", k0)
+	}
+	if k0.RatePerSec <= 0 {
+		t.Errorf("k0 rate = %v, want > 0", k0.RatePerSec)
+	}
+	if u.Key != "ü" || u.Deliveries != 1 || u.Duplicates != 0 {
+		t.Errorf("second key = %+v, want ü with 1 delivery", u)
+	}
+	// Queue latency is receive time minus Shaper-Enqueued-At: at least the 200 ms head start.
+	if tot.LatencyP50Ms < 200 || tot.LatencyP99Ms < tot.LatencyP50Ms || tot.LatencyP99Ms > 30_000 {
+		t.Errorf("latency p50/p99 = %v/%v ms, want ≥ 200 ms", tot.LatencyP50Ms, tot.LatencyP99Ms)
+	}
+}
+
+func TestSinkTableAndPrint(t *testing.T) {
+	s := testenv.NATS(t)
+	nc := testenv.Connect(t, s)
+	done := make(chan string, 1)
+	go func() {
+		out, err := runCLI(t, t.Context(), "sink", "--nats-url", s.ClientURL(),
+			"--subject", "out.>", "--expect", "25", "--print")
+		if err != nil {
+			t.Errorf("sink: %v", err)
+		}
+		done <- out
+	}()
+	for i := range 25 {
+		m := nats.NewMsg("out.k")
+		m.Header.Set("Shaper-Job-Id", "j"+string(rune('a'+i)))
+		m.Header.Set("Shaper-Key", "key "+string(rune('a'+i)))
+		if i == 0 {
+			deliverConfirmed(t, nc, m)
+		} else if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out string
+	select {
+	case out = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("sink did not stop after --expect 25")
+	}
+	t.Logf("sink output:\n%s", out)
+	if got := strings.Count(out, "latency=-"); got != 25 {
+		t.Errorf("--print printed %d delivery lines, want 25:\n%s", got, out)
+	}
+	for _, want := range []string{"25 deliveries of 25 distinct jobs", "(5 more keys not shown", "\ntotal "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// deliverConfirmed sends m as a request until the sink answers it, which
+// also waits for the sink to subscribe. "No responders" means the message
+// reached nobody, so m is delivered exactly once.
+func deliverConfirmed(t *testing.T, nc *nats.Conn, m *nats.Msg) *nats.Msg {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		reply, err := nc.RequestMsg(m, 2*time.Second)
+		if err == nil {
+			return reply
+		}
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			t.Fatalf("confirmed delivery to %s: %v", m.Subject, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
