@@ -9,8 +9,7 @@
 // --rate submissions per second. By default it POSTs to the shaper's HTTP API,
 // /v1/jobs/{policy}/{key} with the key path-escaped; with --nats-url it sends
 // a NATS request to shaper.submit.<policy>.<key> instead, the raw key in the
-// Shaper-Key header (a key outside [A-Za-z0-9_-] is hex-encoded into one
-// subject token). It counts the answers by outcome (queued = 202, rejected
+// Shaper-Key header (the subject token is queue.EncodeKey of the key). It counts the answers by outcome (queued = 202, rejected
 // and deferred = 429, other 4xx, 5xx, NATS errors, unexpected answers and
 // transport errors) and reports throughput and latency percentiles:
 //

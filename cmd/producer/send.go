@@ -22,6 +22,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
 )
 
 func sendCommand() *cli.Command {
@@ -244,11 +245,12 @@ func (h *httpSubmitter) submit(ctx context.Context, key, idem string, payload []
 type natsSubmitter struct {
 	nc      *nats.Conn
 	policy  string
+	tokens  map[string]string // key → queue.EncodeKey(key), read-only
 	timeout time.Duration
 }
 
 func (n *natsSubmitter) submit(ctx context.Context, key, idem string, payload []byte) (outcome, string, error) {
-	msg := nats.NewMsg("shaper.submit." + n.policy + "." + subjectToken(key))
+	msg := nats.NewMsg("shaper.submit." + n.policy + "." + n.tokens[key])
 	msg.Data = payload
 	msg.Header.Set("Shaper-Key", key)
 	if idem != "" {
@@ -282,22 +284,6 @@ func (n *natsSubmitter) submit(ctx context.Context, key, idem string, payload []
 		return outError, detail, nil
 	}
 	return outOther, "status " + strconv.Quote(r.Status), nil
-}
-
-// subjectToken encodes key as one NATS subject token: keys made only of
-// [A-Za-z0-9_-] stay as they are, any other key becomes "~" followed by its
-// hex bytes, so the mapping is injective. The shaper takes the key itself
-// from the Shaper-Key header.
-func subjectToken(key string) string {
-	plain := key != ""
-	for i := 0; i < len(key) && plain; i++ {
-		c := key[i]
-		plain = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
-	}
-	if plain {
-		return key
-	}
-	return fmt.Sprintf("~%x", key)
 }
 
 // sendSummary is the report of a send run.
@@ -353,7 +339,15 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 			return fmt.Errorf("send: connect %s: %w", cfg.natsURL, err)
 		}
 		defer nc.Close()
-		sub, target = &natsSubmitter{nc: nc, policy: cfg.policy, timeout: cfg.timeout}, cfg.natsURL
+		tokens := make(map[string]string, len(cfg.keys))
+		for _, k := range cfg.keys {
+			tok, err := queue.EncodeKey(k)
+			if err != nil {
+				return fmt.Errorf("send: key %q cannot go in a NATS subject: %w", k, err)
+			}
+			tokens[k] = tok
+		}
+		sub, target = &natsSubmitter{nc: nc, policy: cfg.policy, tokens: tokens, timeout: cfg.timeout}, cfg.natsURL
 	} else {
 		if _, err := url.ParseRequestURI(cfg.httpURL); err != nil {
 			return fmt.Errorf("send: --http: %w", err)
