@@ -1,0 +1,232 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for the zero fields of RedisConfig.
+const (
+	DefaultPrefix         = "limiter:"
+	DefaultTimeout        = 50 * time.Millisecond
+	DefaultFailRetryAfter = time.Second
+)
+
+// RedisConfig holds the optional settings of a Redis limiter. The zero value
+// means the documented defaults: keys under "limiter:", a 50ms budget per
+// decision, fail open, no logging, the over-limit cache on.
+type RedisConfig struct {
+	// Prefix starts every Redis key the limiter writes; the full key is
+	// Prefix + algorithm + ":" + key. Default DefaultPrefix.
+	Prefix string
+	// Timeout bounds one decision, retries included. Default DefaultTimeout.
+	Timeout time.Duration
+	// FailClosed rejects events while Redis cannot decide; the default is to
+	// admit them (fail open). Either way Allow also returns an error
+	// wrapping ErrUnavailable.
+	FailClosed bool
+	// FailRetryAfter is the RetryAfter of events rejected because Redis
+	// failed (with FailClosed). Default DefaultFailRetryAfter.
+	FailRetryAfter time.Duration
+	// Logger receives a warning when Redis starts failing and a notice
+	// when it answers again; nil means no logging.
+	Logger *slog.Logger
+	// NoCache turns off the local cache of keys known to be over their
+	// limit, so every decision goes to Redis.
+	NoCache bool
+}
+
+// Redis is a Limiter whose state lives in Redis, shared by every process
+// that uses the same Redis, prefix, algorithm and limit. Each decision is
+// one Lua script (EVALSHA, falling back to EVAL when Redis lost it) that
+// reads the clock with Redis TIME and changes the key atomically, so
+// concurrent callers can never admit more than the limit. Keys expire by
+// themselves once they hold nothing worth keeping.
+//
+// A key found over its limit is remembered locally until it may be admitted
+// again, and rejected without asking Redis meanwhile. When Redis does not
+// answer within the timeout the limiter fails open or closed as configured
+// and counts the failure; it uses Redis again as soon as Redis answers.
+//
+// A Redis is safe for concurrent use. Create it with NewRedis.
+type Redis struct {
+	rdb    redis.UniversalClient
+	alg    Algorithm
+	limit  Limit
+	cfg    RedisConfig
+	script *redis.Script
+	args   []any
+	quota  int64
+
+	blocked  blockCache
+	failures atomic.Uint64
+	down     atomic.Bool
+}
+
+// NewRedis returns a limiter applying l with alg, its state kept in rdb.
+// Its Period must be at least a microsecond, the resolution of Redis TIME.
+func NewRedis(rdb redis.UniversalClient, alg Algorithm, l Limit, cfg RedisConfig) (*Redis, error) {
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("new redis limiter: %w", err)
+	}
+	if l.Period < time.Microsecond {
+		return nil, fmt.Errorf("new redis limiter: period %v: %w: below a microsecond", l.Period, ErrInvalidLimit)
+	}
+	script, ok := scripts[alg]
+	if !ok {
+		return nil, fmt.Errorf("new redis limiter: %q: %w", alg, ErrUnknownAlgorithm)
+	}
+	if rdb == nil {
+		return nil, errors.New("new redis limiter: nil client")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.FailRetryAfter <= 0 {
+		cfg.FailRetryAfter = DefaultFailRetryAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Logger = cfg.Logger.With("algorithm", string(alg), "limit", l.String())
+	return &Redis{
+		rdb:    rdb,
+		alg:    alg,
+		limit:  l,
+		cfg:    cfg,
+		script: script,
+		args:   []any{l.Period.Microseconds(), l.Count, l.capacity()},
+		quota:  l.quota(alg),
+	}, nil
+}
+
+// Algorithm returns the algorithm r applies.
+func (r *Redis) Algorithm() Algorithm { return r.alg }
+
+// Limit returns the limit r applies.
+func (r *Redis) Limit() Limit { return r.limit }
+
+// Failures returns how many decisions Redis failed to make in time since r
+// was created.
+func (r *Redis) Failures() uint64 { return r.failures.Load() }
+
+// Allow decides for one event of key. When Redis fails or times out it
+// returns the fail-open or fail-closed Result together with an error
+// wrapping ErrUnavailable. When ctx ends first it returns a rejecting
+// Result and ctx's error, which is not counted as a Redis failure.
+func (r *Redis) Allow(ctx context.Context, key string) (Result, error) {
+	now := time.Now()
+	if !r.cfg.NoCache {
+		if res, ok := r.blocked.get(key, now); ok {
+			return res, nil
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	vals, err := r.script.Run(dctx, r.rdb, []string{r.cfg.Prefix + string(r.alg) + ":" + key}, r.args...).Int64Slice()
+	if err == nil && len(vals) != 4 {
+		err = fmt.Errorf("script returned %d values, want 4", len(vals))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{Limit: r.quota, RetryAfter: r.cfg.FailRetryAfter}, fmt.Errorf("limiter: allow %q: %w", key, ctx.Err())
+		}
+		return r.fail(key, err)
+	}
+	if r.down.CompareAndSwap(true, false) {
+		r.cfg.Logger.Info("limiter: redis answers again", "failures", r.failures.Load())
+	}
+	res := Result{
+		Allowed:    vals[0] == 1,
+		Limit:      r.quota,
+		Remaining:  vals[1],
+		RetryAfter: time.Duration(vals[2]) * time.Microsecond,
+		Reset:      time.Duration(vals[3]) * time.Microsecond,
+	}
+	if !res.Allowed && !r.cfg.NoCache && res.RetryAfter > 0 {
+		r.blocked.put(key, now, res)
+	}
+	return res, nil
+}
+
+// fail counts and logs a failed decision and returns the configured answer.
+func (r *Redis) fail(key string, cause error) (Result, error) {
+	n := r.failures.Add(1)
+	if r.down.CompareAndSwap(false, true) {
+		r.cfg.Logger.Warn("limiter: redis unavailable", "err", cause, "fail_closed", r.cfg.FailClosed, "failures", n)
+	}
+	err := fmt.Errorf("limiter: allow %q: %w: %w", key, ErrUnavailable, cause)
+	if r.cfg.FailClosed {
+		return Result{Limit: r.quota, RetryAfter: r.cfg.FailRetryAfter, Reset: r.cfg.FailRetryAfter}, err
+	}
+	return Result{Allowed: true, Limit: r.quota}, err
+}
+
+// blockShards is the number of independently locked parts of a blockCache.
+const blockShards = 16
+
+// blockCache remembers keys that are over their limit until they may be
+// admitted again. It is safe for concurrent use; its zero value is empty.
+type blockCache struct {
+	shards [blockShards]blockShard
+}
+
+type blockShard struct {
+	mu        sync.Mutex
+	m         map[string]blocked
+	nextSweep time.Time
+}
+
+type blocked struct {
+	until time.Time // when an event may be admitted again
+	reset time.Time // when the key is back to its full quota
+	res   Result
+}
+
+// get returns the rejecting Result for key at now if key is blocked.
+func (c *blockCache) get(key string, now time.Time) (Result, bool) {
+	sh := &c.shards[fnv32(key)%blockShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b, ok := sh.m[key]
+	if !ok {
+		return Result{}, false
+	}
+	if !now.Before(b.until) {
+		delete(sh.m, key)
+		return Result{}, false
+	}
+	res := b.res
+	res.RetryAfter = b.until.Sub(now)
+	res.Reset = max(b.reset.Sub(now), res.RetryAfter)
+	return res, true
+}
+
+// put blocks key from now until res.RetryAfter has passed.
+func (c *blockCache) put(key string, now time.Time, res Result) {
+	sh := &c.shards[fnv32(key)%blockShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m == nil {
+		sh.m = make(map[string]blocked)
+	}
+	if now.After(sh.nextSweep) {
+		for k, b := range sh.m {
+			if !now.Before(b.until) {
+				delete(sh.m, k)
+			}
+		}
+		sh.nextSweep = now.Add(time.Second)
+	}
+	sh.m[key] = blocked{until: now.Add(res.RetryAfter), reset: now.Add(res.Reset), res: res}
+}
