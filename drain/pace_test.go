@@ -1,0 +1,58 @@
+package drain
+
+import (
+	"testing"
+	"time"
+)
+
+func TestNextSlot(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	iv := 50 * time.Millisecond
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	steps := []struct {
+		name string
+		s, a time.Time
+		want time.Time
+	}{
+		{"on time", at(0), at(0), at(50)},
+		{"a little late keeps the schedule", at(0), at(3), at(50)},
+		{"late by almost an interval keeps the schedule", at(0), at(49), at(50)},
+		{"late by more than an interval restarts from now", at(0), at(80), at(80)},
+	}
+	for _, st := range steps {
+		if got := nextSlot(st.s, st.a, iv); !got.Equal(st.want) {
+			t.Errorf("%s: nextSlot(%v, %v) = %v, want %v", st.name, st.s.Sub(t0), st.a.Sub(t0), got.Sub(t0), st.want.Sub(t0))
+		}
+	}
+}
+
+func TestSlotHold(t *testing.T) {
+	if got := slotHold(50*time.Millisecond, time.Second); got != 50*time.Millisecond {
+		t.Errorf("slotHold(50ms, 1s) = %v, want 50ms", got)
+	}
+	if got := slotHold(time.Minute, time.Second); got != time.Second {
+		t.Errorf("slotHold(1m, 1s) = %v, want 1s", got)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	base, ceil := time.Second, 10*time.Second
+	tests := []struct {
+		n    int
+		j    float64
+		want time.Duration
+	}{
+		{1, 0, time.Second},
+		{1, 0.99, time.Second},
+		{2, 0, time.Second},
+		{2, 0.5, 1500 * time.Millisecond},
+		{3, 0.5, 2500 * time.Millisecond},
+		{10, 0.5, 5500 * time.Millisecond},
+		{100, 1, ceil},
+	}
+	for _, tt := range tests {
+		if got := backoff(tt.n, base, ceil, tt.j); got != tt.want {
+			t.Errorf("backoff(%d, 1s, 10s, %v) = %v, want %v", tt.n, tt.j, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package drain
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// step is the I/O a worker does for one key at one time, in this order:
+// deliver the held job, free the slots of jobs delivered before, read the
+// new head.
+type step struct {
+	k         *keyState
+	deliver   *queue.Msg
+	scheduled time.Time
+	remove    []uint64
+	read      bool
+	from      uint64
+	subject   string
+
+	// results
+	started  time.Time
+	err      error
+	removeOK bool
+	head     *queue.Msg
+	readErr  error
+}
+
+// schedule is the scheduler goroutine: it hands due keys to the workers.
+func (d *Drainer) schedule(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		steps, wait := d.due(time.Now())
+		for _, s := range steps {
+			select {
+			case d.tasks <- s:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if len(steps) > 0 {
+			continue // time has passed while handing them out
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-d.kick:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// due pops every key whose time has come, turning each into a step, and
+// returns how long the scheduler may sleep after that.
+func (d *Drainer) due(now time.Time) ([]*step, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return nil, time.Hour
+	}
+	var steps []*step
+	for d.heap.Len() > 0 && !d.heap[0].at.After(now) {
+		k := heap.Pop(&d.heap).(*keyState)
+		s := &step{k: k}
+		if k.held != nil && !k.due.After(now) {
+			if d.totalIv > 0 && !k.reserved {
+				slot := maxTime(k.due, d.totalNext)
+				if slot.After(now) {
+					// The policy's total cap is the bottleneck: give the key the
+					// next policy slot. Keys get slots in the order they fell due.
+					k.due, k.reserved = slot, true
+					d.totalNext = slot.Add(d.totalIv)
+					d.place(k)
+					continue
+				}
+				d.totalNext = nextSlot(slot, now, d.totalIv)
+			}
+			k.reserved = false
+			s.deliver, s.scheduled = k.held, k.due
+			s.subject = d.pol.DeliverSubject() + "." + k.token
+			s.read, s.from = true, k.held.Seq+1
+		}
+		if len(k.pend) > 0 && (s.deliver != nil || !k.pendingAt.After(now)) {
+			s.remove = append([]uint64(nil), k.pend...)
+		}
+		if k.fetch && !k.fetchAt.After(now) && k.held == nil {
+			s.read, s.from = true, k.from
+			k.fetch = false
+		}
+		if s.deliver == nil && s.remove == nil && !s.read {
+			d.place(k) // nothing due (draining, or only pacing lapsed)
+			continue
+		}
+		k.busy = true
+		d.inflight++
+		steps = append(steps, s)
+	}
+	wait := time.Hour
+	if d.heap.Len() > 0 {
+		wait = d.heap[0].at.Sub(now)
+	}
+	return steps, wait
+}
+
+// work is one worker goroutine.
+func (d *Drainer) work(ctx context.Context) {
+	for {
+		select {
+		case s := <-d.tasks:
+			d.run(ctx, s)
+			d.complete(s)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (d *Drainer) run(ctx context.Context, s *step) {
+	if s.deliver != nil {
+		s.started = time.Now()
+		s.err = d.sink.Deliver(ctx, &Delivery{Policy: d.q.Policy(), Subject: s.subject, Msg: s.deliver})
+		if d.cfg.OnDeliver != nil {
+			d.cfg.OnDeliver(Event{Key: s.deliver.Key, ID: s.deliver.ID, Attempt: s.deliver.Attempt,
+				Scheduled: s.scheduled, Started: s.started, Err: s.err})
+		}
+		if s.err != nil {
+			s.read = false
+		}
+	}
+	if len(s.remove) > 0 {
+		s.removeOK = true
+		for _, seq := range s.remove {
+			if err := d.q.Remove(ctx, seq); err != nil {
+				s.removeOK = false
+				d.log.Warn("drain: free slot", "key", s.k.name, "seq", seq, "err", err)
+				break
+			}
+		}
+	}
+	if s.read {
+		s.head, s.readErr = d.q.Next(ctx, s.k.token, s.from)
+	}
+}
+
+// complete applies a finished step to its key's state.
+func (d *Drainer) complete(s *step) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	k := s.k
+	k.busy = false
+	if s.removeOK {
+		for _, seq := range s.remove {
+			d.removed(k, seq)
+		}
+		k.pend = k.pend[len(s.remove):]
+	} else if len(s.remove) > 0 {
+		k.pendingAt = now.Add(retryRead)
+	}
+	if s.deliver != nil {
+		if s.err == nil {
+			d.delivered.Add(1)
+			k.fails = 0
+			k.held = nil
+			k.next = nextSlot(s.scheduled, s.started, d.interval)
+			k.from = s.deliver.Seq + 1
+			k.pend = append(k.pend, s.deliver.Seq)
+			k.pendingAt = s.started.Add(d.hold)
+		} else {
+			d.failed.Add(1)
+			k.fails++
+			wait := d.retryWait(k.fails)
+			var ra *RetryAfterError
+			if errors.As(s.err, &ra) {
+				wait = ra.After
+			}
+			k.due = now.Add(wait)
+			k.held.Attempt++
+			d.log.Warn("drain: delivery failed", "key", k.name, "job", k.held.ID, "attempt", k.held.Attempt-1, "retry_in", wait, "err", s.err)
+		}
+	}
+	if s.read {
+		switch {
+		case s.head != nil:
+			k.held = s.head
+			k.due = k.next
+			if k.next.Before(now.Add(-d.interval)) {
+				k.due = now // the key was idle: its pacing has lapsed
+			}
+			k.wake = false
+		case errors.Is(s.readErr, queue.ErrEmpty):
+			if k.wake {
+				k.wake = false
+				k.fetch, k.fetchAt = true, now
+			}
+		default:
+			d.log.Warn("drain: read head", "key", k.name, "err", s.readErr)
+			k.fetch, k.fetchAt = true, now.Add(retryRead)
+		}
+	}
+	d.inflight--
+	if d.draining && d.inflight == 0 {
+		select {
+		case <-d.idle:
+		default:
+			close(d.idle)
+		}
+	}
+	d.place(k)
+	d.wakeScheduler()
+}
