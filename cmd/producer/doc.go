@@ -9,9 +9,10 @@
 // --rate submissions per second. By default it POSTs to the shaper's HTTP API,
 // /v1/jobs/{policy}/{key} with the key path-escaped; with --nats-url it sends
 // a NATS request to shaper.submit.<policy>.<key> instead, the raw key in the
-// Shaper-Key header (the subject token is queue.EncodeKey of the key). It counts the answers by outcome (queued = 202, rejected
-// and deferred = 429, other 4xx, 5xx, NATS errors, unexpected answers and
-// transport errors) and reports throughput and latency percentiles:
+// Shaper-Key header (the subject token is queue.EncodeKey of the key). It
+// counts the answers by outcome (queued = 202, rejected and deferred = 429,
+// other 4xx, 5xx, NATS errors, unexpected answers and transport errors) and
+// reports throughput and latency percentiles:
 //
 //	producer send --policy orders --keys 10 --jobs 5000 --concurrency 32
 //	producer send --policy orders --key 'tenant a' --key ü --rate 200/s --duration 30s
