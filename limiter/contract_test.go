@@ -112,39 +112,34 @@ func TestContract(t *testing.T) {
 		{"redis", redisFactory(rdb, limiter.RedisConfig{}), 400 * time.Millisecond, func(t *testing.T, p time.Duration) { alignToWindow(t, rdb, p) }},
 		{"redis-nocache", redisFactory(rdb, limiter.RedisConfig{NoCache: true}), 400 * time.Millisecond, func(t *testing.T, p time.Duration) { alignToWindow(t, rdb, p) }},
 	}
+	// The subtests mostly sleep: run them all at once rather than
+	// -parallel (GOMAXPROCS) at a time.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, impl := range impls {
-		t.Run(impl.name, func(t *testing.T) {
-			t.Parallel()
-			for _, alg := range limiter.Algorithms {
-				t.Run(string(alg), func(t *testing.T) {
-					t.Parallel()
-					l := limiter.Limit{Count: 3, Period: impl.period}
-					t.Run("limit", func(t *testing.T) {
-						t.Parallel()
+		for _, alg := range limiter.Algorithms {
+			l := limiter.Limit{Count: 3, Period: impl.period}
+			timed := map[string]func(*testing.T, subject, limiter.Limit){
+				"limit": testLimitHolds,
+				"edge":  testEdge,
+				"idle":  testAfterIdle,
+			}
+			for name, check := range timed {
+				wg.Go(func() {
+					t.Run(impl.name+"/"+string(alg)+"/"+name, func(t *testing.T) {
 						s := impl.new(t, alg, l)
 						impl.align(t, l.Period)
-						testLimitHolds(t, s, l)
-					})
-					t.Run("edge", func(t *testing.T) {
-						t.Parallel()
-						s := impl.new(t, alg, l)
-						impl.align(t, l.Period)
-						testEdge(t, s, l)
-					})
-					t.Run("idle", func(t *testing.T) {
-						t.Parallel()
-						s := impl.new(t, alg, l)
-						impl.align(t, l.Period)
-						testAfterIdle(t, s, l)
-					})
-					t.Run("concurrent", func(t *testing.T) {
-						t.Parallel()
-						// A long period: the 1,000 callers must all fall in one window.
-						testConcurrent(t, impl.new(t, alg, limiter.Limit{Count: 100, Period: time.Hour}), 100)
+						check(t, s, l)
 					})
 				})
 			}
-		})
+			wg.Go(func() {
+				t.Run(impl.name+"/"+string(alg)+"/concurrent", func(t *testing.T) {
+					// A long period: the 1,000 callers must all fall in one window.
+					testConcurrent(t, impl.new(t, alg, limiter.Limit{Count: 100, Period: time.Hour}), 100)
+				})
+			})
+		}
 	}
 }
 
