@@ -64,6 +64,8 @@ type Redis struct {
 	script *redis.Script
 	args   []any
 	quota  int64
+	// ctxAware is set when the client honours context deadlines itself.
+	ctxAware bool
 
 	blocked  blockCache
 	failures atomic.Uint64
@@ -72,6 +74,11 @@ type Redis struct {
 
 // NewRedis returns a limiter applying l with alg, its state kept in rdb.
 // Its Period must be at least a microsecond, the resolution of Redis TIME.
+//
+// Give rdb ContextTimeoutEnabled: without it go-redis ignores context
+// deadlines and waits out its own socket timeouts, so Allow has to watch
+// each decision from a goroutine of its own to keep within cfg.Timeout,
+// and those goroutines linger while Redis hangs.
 func NewRedis(rdb redis.UniversalClient, alg Algorithm, l Limit, cfg RedisConfig) (*Redis, error) {
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("new redis limiter: %w", err)
@@ -107,6 +114,8 @@ func NewRedis(rdb redis.UniversalClient, alg Algorithm, l Limit, cfg RedisConfig
 		script: script,
 		args:   []any{l.Period.Microseconds(), l.Count, l.capacity()},
 		quota:  l.quota(alg),
+
+		ctxAware: honoursContext(rdb),
 	}, nil
 }
 
@@ -131,9 +140,7 @@ func (r *Redis) Allow(ctx context.Context, key string) (Result, error) {
 			return res, nil
 		}
 	}
-	dctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
-	defer cancel()
-	vals, err := r.script.Run(dctx, r.rdb, []string{r.cfg.Prefix + string(r.alg) + ":" + key}, r.args...).Int64Slice()
+	vals, err := r.run(ctx, key)
 	if err == nil && len(vals) != 4 {
 		err = fmt.Errorf("script returned %d values, want 4", len(vals))
 	}
@@ -157,6 +164,47 @@ func (r *Redis) Allow(ctx context.Context, key string) (Result, error) {
 		r.blocked.put(key, now, res)
 	}
 	return res, nil
+}
+
+// run runs the script for key within the timeout. A client that does not
+// honour context deadlines (go-redis without ContextTimeoutEnabled) would
+// wait for its own socket timeouts, seconds by default, so for those the
+// decision is watched from here and abandoned at the deadline.
+func (r *Redis) run(ctx context.Context, key string) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	keys := []string{r.cfg.Prefix + string(r.alg) + ":" + key}
+	if r.ctxAware {
+		return r.script.Run(ctx, r.rdb, keys, r.args...).Int64Slice()
+	}
+	type reply struct {
+		vals []int64
+		err  error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		vals, err := r.script.Run(ctx, r.rdb, keys, r.args...).Int64Slice()
+		done <- reply{vals, err}
+	}()
+	select {
+	case rep := <-done:
+		return rep.vals, rep.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// honoursContext reports whether rdb bounds its I/O by context deadlines.
+func honoursContext(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // fail counts and logs a failed decision and returns the configured answer.
