@@ -13,22 +13,24 @@ const (
 	OverflowDefer Overflow = "defer"
 )
 
-// Defaults applied by Parse to fields a policy leaves out.
+// Defaults applied by Parse and Set.With to fields a policy leaves out.
 const (
-	DefaultOverflow        = OverflowReject
-	DefaultDeliverPrefix   = "shaper.out" // deliveries go to DefaultDeliverPrefix.<policy>.<key>
-	DefaultWebhookTimeout  = 10 * time.Second
-	DefaultRetryAttempts   = 10
-	DefaultRetryBackoff    = time.Second
-	DefaultRetryMaxBackoff = time.Minute
-	DefaultRetryDeadline   = 24 * time.Hour
-	DefaultAdmitFail       = "open"
+	DefaultOverflow        = OverflowReject   // Policy.Overflow
+	DefaultDeliverPrefix   = "shaper.out"     // deliveries go to DefaultDeliverPrefix.<policy>.<key>
+	DefaultWebhookTimeout  = 10 * time.Second // Deliver.Timeout
+	DefaultRetryAttempts   = 10               // Retry.Attempts
+	DefaultRetryBackoff    = time.Second      // Retry.Backoff
+	DefaultRetryMaxBackoff = time.Minute      // Retry.MaxBackoff
+	DefaultRetryDeadline   = 24 * time.Hour   // Retry.Deadline
+	DefaultAdmitFail       = "open"           // Admit.Fail
 	// MaxNameLen bounds a policy name, which becomes part of stream names and subjects.
 	MaxNameLen = 64
 )
 
 // Policy is one validated entry of a policy file. The zero value is not a
-// usable policy; obtain policies from Parse or Load, which fill in defaults.
+// usable policy; obtain policies from Parse or Load, which fill in defaults,
+// or build one and add it with Set.With, which does the same. A Policy is a
+// value: copies share only the Admit pointer, which a Set never hands out.
 type Policy struct {
 	// Name identifies the policy in URLs and subjects: [A-Za-z0-9_-], at most MaxNameLen bytes.
 	Name string `json:"name"`
@@ -71,10 +73,17 @@ type Deliver struct {
 // Retry bounds how often and how long a job is retried, for deferral and for
 // failed deliveries alike (the two are counted apart).
 type Retry struct {
-	Attempts   int           `json:"attempts"`
-	Backoff    time.Duration `json:"backoff"`
+	// Attempts is how many times a job is tried at most, at least 1.
+	// Default DefaultRetryAttempts.
+	Attempts int `json:"attempts"`
+	// Backoff is the first retry delay; each further retry doubles it, with
+	// full jitter. Default DefaultRetryBackoff.
+	Backoff time.Duration `json:"backoff"`
+	// MaxBackoff caps the retry delay; at least Backoff. Default DefaultRetryMaxBackoff.
 	MaxBackoff time.Duration `json:"max_backoff"`
-	Deadline   time.Duration `json:"deadline"`
+	// Deadline is how long after its first submission a job may still be
+	// retried before it is dead-lettered. Default DefaultRetryDeadline.
+	Deadline time.Duration `json:"deadline"`
 }
 
 // Admit is an admission limit applied per key before a job reaches the queue.
@@ -92,7 +101,9 @@ type Admit struct {
 	Fail string `json:"fail"`
 }
 
-// DeliverSubject returns the subject prefix deliveries of p go to.
+// DeliverSubject returns the subject prefix deliveries of p go to: Deliver.Subject,
+// or DefaultDeliverPrefix.<name> when that is empty. It is meaningless for a
+// webhook policy.
 func (p Policy) DeliverSubject() string {
 	if p.Deliver.Subject != "" {
 		return p.Deliver.Subject

@@ -9,14 +9,18 @@ import (
 	"time"
 )
 
-// Rate is N events per Per. The zero Rate means "no rate" where a field is optional.
+// Rate is N events per Per. The zero Rate means "no rate" where a field is
+// optional. A Rate is a plain value, safe to copy and to share.
 type Rate struct {
 	N   float64       // events, > 0
 	Per time.Duration // period, > 0
 }
 
 // ParseRate parses "N/s", "N/m", "N/h", "N/d" or "N/<duration>" (for example
-// "20/s", "0.5/s", "5/10s", "600/1m30s"). N is a positive decimal number.
+// "20/s", "0.5/s", "5/10s", "600/1m30s"). N is a positive decimal number;
+// the duration uses time.ParseDuration's units (ns, us, ms, s, m, h). The
+// interval between two events, Per/N, must lie between 1µs and 8760h: from
+// 1000000/s down to once a year. Surrounding spaces are ignored.
 func ParseRate(s string) (Rate, error) {
 	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
@@ -47,10 +51,31 @@ func ParseRate(s string) (Rate, error) {
 		}
 	}
 	r := Rate{N: n, Per: d}
-	if iv := r.exactInterval(); iv < float64(time.Microsecond) || iv > float64(365*24*time.Hour) {
-		return Rate{}, errors.New("rate " + strconv.Quote(s) + ": must be between 1/365d and 1000000/s")
+	if err := r.check(); err != nil {
+		return Rate{}, fmt.Errorf("rate %q: %w", s, err)
 	}
 	return r, nil
+}
+
+// Bounds on the interval between two events of a usable Rate.
+const (
+	minInterval = time.Microsecond     // 1000000/s
+	maxInterval = 365 * 24 * time.Hour // 1/8760h
+)
+
+// check reports why r, however it was built, is not a rate ParseRate would
+// return, or nil when it is one.
+func (r Rate) check() error {
+	switch {
+	case math.IsNaN(r.N) || math.IsInf(r.N, 0) || r.N <= 0:
+		return errors.New("N must be a positive number")
+	case r.Per <= 0:
+		return errors.New("period must be positive")
+	}
+	if iv := r.exactInterval(); iv < float64(minInterval) || iv > float64(maxInterval) {
+		return errors.New("must be between 1/8760h (once a year) and 1000000/s")
+	}
+	return nil
 }
 
 func (r Rate) exactInterval() float64 { return float64(r.Per) / r.N }
@@ -96,8 +121,14 @@ func (r Rate) String() string {
 // MarshalText implements encoding.TextMarshaler.
 func (r Rate) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler. It accepts what
+// ParseRate accepts, and the empty text (what MarshalText makes of the zero
+// Rate) as the zero Rate.
 func (r *Rate) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*r = Rate{}
+		return nil
+	}
 	v, err := ParseRate(string(b))
 	if err != nil {
 		return err

@@ -1,0 +1,113 @@
+// Package policies is the shaper's policy model: it reads the YAML policy
+// file, checks it, fills in defaults, and hands the result out as an
+// immutable Set that the service can swap for a tuned copy while running.
+//
+// # The policy file
+//
+// A policy file holds one YAML document with a single field, policies, a
+// non-empty list of policies:
+//
+//	policies:
+//	  - name: orders        # required; jobs go to /v1/jobs/orders/{key}
+//	    outflow: 20/s       # required; each key drains at this fixed rate
+//	    queue: 100          # required; each key holds at most this many jobs
+//	    overflow: defer     # reject | defer; default reject
+//	    total: 500/s        # optional; outflow cap over all keys of the policy
+//	    deliver:            # optional; where drained jobs go
+//	      subject: shaper.out.orders
+//	      stream: ORDERS_OUT
+//	      confirm: true
+//	      timeout: 5s
+//	    retry: {attempts: 5, backoff: 1s, max_backoff: 1m, deadline: 1h}
+//	    admit:              # optional; an admission limit per key
+//	      algorithm: token_bucket
+//	      limit: 600/m
+//	      burst: 10
+//	      shadow: false
+//	      fail: open
+//
+// The fields of a policy:
+//
+//   - name: letters, digits, _ and -, 1 to MaxNameLen bytes. Names are
+//     unique, and may not differ only in case (they become part of stream
+//     names, which may end up as file names on a case-insensitive disk).
+//   - outflow: the rate at which each key's queue drains, in the rate
+//     syntax below.
+//   - queue: how many jobs each key holds at most, queued plus in delivery:
+//     a whole number from 1 to 1000000.
+//   - overflow: what a full queue does with a new job. "reject" answers 429
+//     and drops it; "defer" answers 429 too, but keeps the job and
+//     re-admits it later under the retry rules.
+//   - total: a cap on the outflow summed over all keys of the policy.
+//   - deliver: either a NATS subject prefix, as in "deliver: out.orders", or
+//     a mapping. A job of key k is published to <subject>.<k>; subject must be
+//     a literal NATS subject (no * or >, no spaces, no empty tokens). stream
+//     names a JetStream stream that captures <subject>.>, and makes delivery
+//     wait for the stream's acknowledgement; it may not contain . * > / \ or
+//     spaces. confirm: true makes each delivery a request that a consumer
+//     must answer. webhook is an http:// or https:// URL that receives each
+//     job as a POST; it excludes subject, stream and confirm. timeout bounds
+//     one webhook or confirmed delivery.
+//   - retry: attempts (at least 1), backoff (the first delay, doubled on
+//     each retry with full jitter), max_backoff (the delay cap, at least
+//     backoff) and deadline (how long after its first submission a job may
+//     still be retried). Durations use Go's syntax: 500ms, 90s, 5m, 24h;
+//     all must be positive.
+//   - admit: an admission limit checked per key before the queue. algorithm
+//     is one of gcra, token_bucket, fixed_window, sliding_log and
+//     sliding_window; limit is a rate, whose N must be a whole number for the
+//     three windowed algorithms; burst (0 or more) is the extra allowance of
+//     gcra and token_bucket and is refused for the others; shadow: true only
+//     counts what would be rejected; fail says what happens when the limiter
+//     backend fails: "open" admits, "closed" rejects.
+//
+// Any other field is an error. A field given as null (or with no value) is
+// treated as left out.
+//
+// # Rates
+//
+// A rate is written N/period. N is a positive decimal number ("20", "0.5",
+// "1e3"); period is s, m, h or d (a second, minute, hour or day), or a Go
+// duration such as 10s or 1m30s. So "20/s" is twenty a second, "5/10s" one
+// every two seconds and "600/m" ten a second. The interval between two
+// events must lie between 1µs and 8760h (1000000/s to once a year). See
+// ParseRate and Rate.
+//
+// # Defaults
+//
+// Parse fills in the fields a policy leaves out:
+//
+//	overflow           DefaultOverflow (reject)
+//	deliver.subject    DefaultDeliverPrefix + "." + name (shaper.out.<name>), unless deliver.webhook is set
+//	deliver.timeout    DefaultWebhookTimeout (10s)
+//	retry.attempts     DefaultRetryAttempts (10)
+//	retry.backoff      DefaultRetryBackoff (1s)
+//	retry.max_backoff  DefaultRetryMaxBackoff (1m)
+//	retry.deadline     DefaultRetryDeadline (24h)
+//	admit.fail         DefaultAdmitFail (open), when there is an admit block
+//
+// A value given explicitly is never replaced: "attempts: 0" is an error, not
+// a request for the default. Set.With fills in the same defaults for the
+// fields of a Policy that are zero.
+//
+// # Errors
+//
+// Parse reports every problem it finds, each as an *Error that names the
+// file, the line, the policy and the field, joined with errors.Join and
+// sorted by line:
+//
+//	policies.yaml:7: policy "orders": outflow: rate "fast": want N/s, N/m, N/h, N/d or N/<duration>
+//	policies.yaml:9:23: policy "orders": retry.attempts: 0: want at least 1
+//
+// A column follows the line only inside flow collections ({...}, [...]),
+// where one line holds several fields. Unknown fields are named with the
+// nearest known one when there is one ("did you mean"). A YAML syntax error
+// is reported alone, on the line where the document stops making sense.
+// Policy.Validate and Set.With report the same problems without a position.
+//
+// # Concurrency
+//
+// Parse, Load and ParseRate are safe to call concurrently. A Set never
+// changes after it is made and is safe for concurrent use; Policies and
+// Lookup return copies.
+package policies

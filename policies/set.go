@@ -1,0 +1,85 @@
+package policies
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Set is a validated collection of policies with unique names, in file
+// order. A Set is immutable: With returns a new Set. It is safe for
+// concurrent use. The zero Set is empty.
+type Set struct {
+	list  []Policy
+	index map[string]int // name → position in list
+}
+
+// Policies returns the policies of s in file order (policies added by With
+// come last). The slice and the policies are copies: changing them does not
+// change s.
+func (s *Set) Policies() []Policy {
+	if s == nil || len(s.list) == 0 {
+		return nil
+	}
+	out := make([]Policy, len(s.list))
+	for i, p := range s.list {
+		out[i] = p.clone()
+	}
+	return out
+}
+
+// Lookup returns a copy of the policy named name, and whether there is one.
+// Names are matched exactly.
+func (s *Set) Lookup(name string) (Policy, bool) {
+	if s == nil {
+		return Policy{}, false
+	}
+	i, ok := s.index[name]
+	if !ok {
+		return Policy{}, false
+	}
+	return s.list[i].clone(), true
+}
+
+// With returns a copy of s in which p replaces the policy of the same name,
+// or is added at the end when there is none; s itself is not changed. Fields
+// of p that have a default and are zero are set to the default first, as
+// Parse does; then p must pass Validate, and its name must not differ only
+// in case from another policy's. The errors are *Error values, without a
+// file position. With keeps p.Line as given.
+func (s *Set) With(p Policy) (*Set, error) {
+	p = p.clone()
+	p.fillDefaults(nil)
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var list []Policy
+	if s != nil {
+		list = s.list
+		for _, q := range list {
+			if q.Name != p.Name && strings.EqualFold(q.Name, p.Name) {
+				return nil, &Error{Policy: p.Name, Field: "name", Msg: fmt.Sprintf("%q differs only in case from %q", p.Name, q.Name)}
+			}
+		}
+	}
+	next := &Set{list: make([]Policy, len(list), len(list)+1), index: make(map[string]int, len(list)+1)}
+	copy(next.list, list)
+	for i, q := range next.list {
+		next.index[q.Name] = i
+	}
+	if i, ok := next.index[p.Name]; ok {
+		next.list[i] = p
+	} else {
+		next.index[p.Name] = len(next.list)
+		next.list = append(next.list, p)
+	}
+	return next, nil
+}
+
+// clone returns a copy of p that shares no memory with it.
+func (p Policy) clone() Policy {
+	if p.Admit != nil {
+		a := *p.Admit
+		p.Admit = &a
+	}
+	return p
+}

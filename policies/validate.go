@@ -1,0 +1,246 @@
+package policies
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Bounds on Policy.Queue.
+const (
+	minQueue = 1
+	maxQueue = 1_000_000
+)
+
+// maxStreamLen is the longest JetStream stream name the server accepts.
+const maxStreamLen = 255
+
+// Admission algorithms, as named by the limiter package.
+var (
+	algorithms = []string{"gcra", "token_bucket", "fixed_window", "sliding_log", "sliding_window"}
+	// windowed algorithms count whole jobs per window and take no burst.
+	windowed = []string{"fixed_window", "sliding_log", "sliding_window"}
+)
+
+// Validate reports whether p obeys the rules of the policy file format, as
+// an *Error (several joined with errors.Join) without a file position. Fields
+// that Parse would default must be set: Validate checks p as it is, so that a
+// policy that passes is complete. Set.With fills in the defaults first.
+// Uniqueness of names is a property of a Set and is not checked here.
+func (p Policy) Validate() error {
+	errs := p.validate()
+	for _, e := range errs {
+		e.Policy = p.Name
+	}
+	return joinErrors(errs)
+}
+
+// validate returns p's problems in field order, each with Field and Msg set.
+func (p *Policy) validate() []*Error {
+	var errs []*Error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &Error{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if msg := checkName(p.Name); msg != "" {
+		add("name", "%s", msg)
+	}
+	if p.Outflow.IsZero() {
+		add("outflow", "missing: want a rate such as 20/s")
+	} else if err := p.Outflow.check(); err != nil {
+		add("outflow", "rate %s: %v", p.Outflow, err)
+	}
+	if p.Queue < minQueue || p.Queue > maxQueue {
+		add("queue", "%d: want a whole number from %d to %d", p.Queue, minQueue, maxQueue)
+	}
+	if p.Overflow != OverflowReject && p.Overflow != OverflowDefer {
+		add("overflow", "%q: want %q or %q", p.Overflow, OverflowReject, OverflowDefer)
+	}
+	if (p.Total != Rate{}) {
+		if err := p.Total.check(); err != nil {
+			add("total", "rate %s: %v", p.Total, err)
+		}
+	}
+
+	d := p.Deliver
+	if d.Webhook != "" {
+		if msg := checkWebhook(d.Webhook); msg != "" {
+			add("deliver.webhook", "%s", msg)
+		}
+		var other []string
+		if d.Subject != "" {
+			other = append(other, "subject")
+		}
+		if d.Stream != "" {
+			other = append(other, "stream")
+		}
+		if d.Confirm {
+			other = append(other, "confirm")
+		}
+		if len(other) > 0 {
+			add("deliver.webhook", "a webhook excludes %s: deliver either to NATS or to a webhook", strings.Join(other, " and "))
+		}
+	} else if msg := checkSubject(d.Subject); msg != "" {
+		add("deliver.subject", "%s", msg)
+	}
+	if d.Stream != "" {
+		if msg := checkStream(d.Stream); msg != "" {
+			add("deliver.stream", "%s", msg)
+		}
+	}
+	if d.Timeout <= 0 {
+		add("deliver.timeout", "%v: want a positive duration", d.Timeout)
+	}
+
+	r := p.Retry
+	if r.Attempts < 1 {
+		add("retry.attempts", "%d: want at least 1", r.Attempts)
+	}
+	if r.Backoff <= 0 {
+		add("retry.backoff", "%v: want a positive duration", r.Backoff)
+	}
+	if r.MaxBackoff <= 0 {
+		add("retry.max_backoff", "%v: want a positive duration", r.MaxBackoff)
+	}
+	if r.Backoff > 0 && r.MaxBackoff > 0 && r.Backoff > r.MaxBackoff {
+		add("retry.backoff", "%v is more than max_backoff %v", r.Backoff, r.MaxBackoff)
+	}
+	if r.Deadline <= 0 {
+		add("retry.deadline", "%v: want a positive duration", r.Deadline)
+	}
+
+	if a := p.Admit; a != nil {
+		if a.Algorithm == "" {
+			add("admit.algorithm", "missing: want one of %s", strings.Join(algorithms, ", "))
+		} else if !slices.Contains(algorithms, a.Algorithm) {
+			add("admit.algorithm", "%q: want one of %s%s", a.Algorithm, strings.Join(algorithms, ", "), suggest(a.Algorithm, algorithms))
+		}
+		switch err := a.Limit.check(); {
+		case a.Limit.IsZero():
+			add("admit.limit", "missing: want a rate such as 600/m")
+		case err != nil:
+			add("admit.limit", "rate %s: %v", a.Limit, err)
+		case slices.Contains(windowed, a.Algorithm) && a.Limit.N != math.Trunc(a.Limit.N):
+			add("admit.limit", "rate %s: %s counts whole jobs per window: N must be a whole number", a.Limit, a.Algorithm)
+		}
+		if a.Burst < 0 {
+			add("admit.burst", "%d: want 0 or more", a.Burst)
+		} else if a.Burst > 0 && slices.Contains(windowed, a.Algorithm) {
+			add("admit.burst", "%s takes no burst: only gcra and token_bucket do", a.Algorithm)
+		}
+		if a.Fail != "open" && a.Fail != "closed" {
+			add("admit.fail", `%q: want "open" or "closed"`, a.Fail)
+		}
+	}
+	return errs
+}
+
+// checkName returns what is wrong with a policy name, or "".
+func checkName(name string) string {
+	if name == "" {
+		return "missing: want a name of letters, digits, _ and -"
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Sprintf("%q is %d bytes long, more than %d", name, len(name), MaxNameLen)
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return fmt.Sprintf("%q: want only letters, digits, _ and -", name)
+		}
+	}
+	return ""
+}
+
+// checkSubject returns what is wrong with a delivery subject prefix, or "".
+// The prefix must be a literal NATS subject, since keys are appended to it
+// as one more token.
+func checkSubject(s string) string {
+	if s == "" {
+		return "missing: want a NATS subject such as shaper.out.orders"
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Sprintf("%q is not valid UTF-8", s)
+	}
+	for _, c := range s {
+		switch {
+		case c == '*' || c == '>':
+			return fmt.Sprintf("%q: wildcards are not allowed, the key is appended as the last token", s)
+		case unicode.IsSpace(c) || unicode.IsControl(c):
+			return fmt.Sprintf("%q: spaces and control characters are not allowed in a subject", s)
+		}
+	}
+	if slices.Contains(strings.Split(s, "."), "") {
+		return fmt.Sprintf("%q: empty token (subjects look like a.b.c)", s)
+	}
+	return ""
+}
+
+// checkStream returns what is wrong with a JetStream stream name, or "".
+func checkStream(s string) string {
+	if len(s) > maxStreamLen {
+		return fmt.Sprintf("stream name is %d bytes long, more than %d", len(s), maxStreamLen)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Sprintf("%q is not valid UTF-8", s)
+	}
+	for _, c := range s {
+		if c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' || unicode.IsSpace(c) || unicode.IsControl(c) {
+			return fmt.Sprintf("%q: a stream name may not contain . * > / \\ spaces or control characters", s)
+		}
+	}
+	return ""
+}
+
+// checkWebhook returns what is wrong with a webhook URL, or "".
+func checkWebhook(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not a URL", s)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Sprintf("%q: want an http:// or https:// URL", s)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Sprintf("%q: URL has no host", s)
+	}
+	return ""
+}
+
+// fillDefaults sets the fields of p that have a default and were left out
+// to that default. has reports whether a field, named by its YAML path, was
+// given; nil means a field was given when it is not zero.
+func (p *Policy) fillDefaults(has func(field string) bool) {
+	unset := func(field string, zero bool) bool {
+		if has == nil {
+			return zero
+		}
+		return !has(field)
+	}
+	if unset("overflow", p.Overflow == "") {
+		p.Overflow = DefaultOverflow
+	}
+	if p.Deliver.Webhook == "" && unset("deliver.subject", p.Deliver.Subject == "") {
+		p.Deliver.Subject = DefaultDeliverPrefix + "." + p.Name
+	}
+	if unset("deliver.timeout", p.Deliver.Timeout == 0) {
+		p.Deliver.Timeout = DefaultWebhookTimeout
+	}
+	if unset("retry.attempts", p.Retry.Attempts == 0) {
+		p.Retry.Attempts = DefaultRetryAttempts
+	}
+	if unset("retry.backoff", p.Retry.Backoff == 0) {
+		p.Retry.Backoff = DefaultRetryBackoff
+	}
+	if unset("retry.max_backoff", p.Retry.MaxBackoff == 0) {
+		p.Retry.MaxBackoff = DefaultRetryMaxBackoff
+	}
+	if unset("retry.deadline", p.Retry.Deadline == 0) {
+		p.Retry.Deadline = DefaultRetryDeadline
+	}
+	if p.Admit != nil && unset("admit.fail", p.Admit.Fail == "") {
+		p.Admit.Fail = DefaultAdmitFail
+	}
+}
