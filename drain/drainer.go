@@ -221,9 +221,11 @@ func (d *Drainer) Stats() Stats {
 // KeyStatus is what a Drainer can tell about one key, for the answers to
 // producers.
 type KeyStatus struct {
-	Queued int64         // jobs stored for the key, as far as the drainer has seen
-	RoomIn time.Duration // time until a slot of the key frees
-	NextIn time.Duration // time until the key's next delivery may start
+	Queued  int64         // jobs stored for the key, as far as the drainer has seen
+	Waiting int64         // of those, jobs not yet delivered
+	Seen    uint64        // highest sequence of the key the drainer has seen stored
+	RoomIn  time.Duration // time until a slot of the key frees
+	NextIn  time.Duration // time until the key's next delivery may start
 }
 
 // Key returns the status of the key with token token at now. For a key the
@@ -235,7 +237,7 @@ func (d *Drainer) Key(token string, now time.Time) KeyStatus {
 	if k == nil {
 		return KeyStatus{RoomIn: d.interval}
 	}
-	st := KeyStatus{Queued: k.depth}
+	st := KeyStatus{Queued: k.depth, Waiting: max(k.depth-int64(len(k.pend)), 0), Seen: k.notified}
 	var room time.Time
 	switch {
 	case len(k.pend) > 0:

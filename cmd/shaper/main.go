@@ -1,0 +1,67 @@
+// Command shaper runs the shaper service and its operator commands.
+//
+//	shaper serve --policies policies.yaml             # embedded JetStream in ./shaper-data
+//	shaper serve --policies p.yaml --nats-url nats://n1:4222,nats://n2:4222
+//	shaper policies check policies.yaml
+//	shaper status --http 127.0.0.1:8080
+//
+// Every flag can also be set by an environment variable SHAPER_<FLAG>, for
+// example SHAPER_POLICIES or SHAPER_NATS_URL.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args)
+	stop()
+	if err != nil {
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			if msg := err.Error(); msg != "" {
+				fmt.Fprintln(os.Stderr, msg)
+			}
+			os.Exit(ec.ExitCode())
+		}
+		fmt.Fprintln(os.Stderr, "shaper:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs the shaper CLI with args (args[0] is the program name) until its
+// command finishes or ctx ends.
+func run(ctx context.Context, args []string) error {
+	return newApp(os.Stdout, os.Stderr).RunContext(ctx, args)
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:  "shaper",
+		Usage: "a queue-backed request shaper: bounded per-key queues in JetStream, drained at a fixed rate",
+		Commands: []*cli.Command{
+			serveCommand(),
+			policiesCommand(),
+			statusCommand(),
+		},
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {},
+	}
+}
+
+// envVar is the environment variable that also sets flag name.
+func envVar(name string) []string {
+	return []string{"SHAPER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
+}

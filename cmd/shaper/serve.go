@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper"
+)
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the shaper: HTTP and NATS ingress, bounded queues, paced drain",
+		Description: `With no --nats-url the shaper runs an embedded JetStream server that stores
+in --data and listens on --nats-listen, so consumers can subscribe to the
+delivery subjects (shaper.out.<policy>.<key> by default).`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policies", Value: "policies.yaml", Usage: "policy file (YAML)", EnvVars: envVar("policies")},
+			&cli.StringFlag{Name: "http", Value: shaper.DefaultHTTPAddr, Usage: "HTTP listen address", EnvVars: envVar("http")},
+			&cli.StringFlag{Name: "data", Value: shaper.DefaultDataDir, Usage: "data directory of the embedded JetStream", EnvVars: envVar("data")},
+			&cli.StringFlag{Name: "nats-listen", Value: shaper.DefaultNATSListen, Usage: "client address of the embedded JetStream", EnvVars: envVar("nats-listen")},
+			&cli.StringFlag{Name: "nats-url", Usage: "external NATS URL(s) with JetStream; disables the embedded server", EnvVars: envVar("nats-url")},
+			&cli.StringFlag{Name: "redis-url", Usage: "Redis URL for admission limits shared by several shapers", EnvVars: envVar("redis-url")},
+			&cli.IntFlag{Name: "replicas", Value: 1, Usage: "replicas of the streams the shaper creates (3 on a cluster)", EnvVars: envVar("replicas")},
+			&cli.IntFlag{Name: "max-payload", Value: 1 << 20, Usage: "largest job payload, in bytes", EnvVars: envVar("max-payload")},
+			&cli.IntFlag{Name: "workers", Usage: "deliveries in flight per policy (default 32)", EnvVars: envVar("workers")},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: shaper.DefaultShutdownTimeout, Usage: "how long a graceful shutdown may take", EnvVars: envVar("shutdown-timeout")},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: envVar("log-level")},
+			&cli.BoolFlag{Name: "log-json", Usage: "log as JSON lines", EnvVars: envVar("log-json")},
+		},
+		Action: func(c *cli.Context) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			hopts := &slog.HandlerOptions{Level: level}
+			var h slog.Handler = slog.NewTextHandler(c.App.ErrWriter, hopts)
+			if c.Bool("log-json") {
+				h = slog.NewJSONHandler(c.App.ErrWriter, hopts)
+			}
+			log := slog.New(h)
+			set, err := policies.Load(c.String("policies"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			s, err := shaper.New(shaper.Config{
+				Policies:        set,
+				PolicyFile:      c.String("policies"),
+				HTTPAddr:        c.String("http"),
+				NATSURL:         c.String("nats-url"),
+				NATSListen:      c.String("nats-listen"),
+				DataDir:         c.String("data"),
+				Replicas:        c.Int("replicas"),
+				RedisURL:        c.String("redis-url"),
+				MaxPayload:      c.Int("max-payload"),
+				Workers:         c.Int("workers"),
+				ShutdownTimeout: c.Duration("shutdown-timeout"),
+				Logger:          log,
+			})
+			if err != nil {
+				return err
+			}
+			go func() {
+				select {
+				case <-s.Ready():
+					fmt.Fprintf(c.App.ErrWriter, "shaper: serving %d policies on http://%s (NATS %s); Ctrl-C stops\n",
+						len(set.Policies()), s.HTTPAddr(), s.NATSURL())
+				case <-c.Context.Done():
+				case <-time.After(time.Minute):
+				}
+			}()
+			if err := s.Run(c.Context); err != nil {
+				if _, statErr := os.Stat(c.String("data")); statErr != nil && c.String("nats-url") == "" {
+					log.Debug("data dir", "err", statErr)
+				}
+				return err
+			}
+			return nil
+		},
+	}
+}

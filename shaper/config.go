@@ -1,0 +1,93 @@
+package shaper
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/shaper-dev/shaper/policies"
+)
+
+// Defaults for the zero Config.
+const (
+	DefaultHTTPAddr        = "127.0.0.1:8080"
+	DefaultNATSListen      = "127.0.0.1:4222"
+	DefaultDataDir         = "shaper-data"
+	DefaultSubmitSubject   = "shaper.submit"
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultUnavailableWait = time.Second // Retry-After of a 503
+	DefaultIngressWorkers  = 256
+)
+
+// Config configures a Shaper. Policies is required; every other field's zero
+// value means the documented default.
+type Config struct {
+	// Policies is the policy set to serve.
+	Policies *policies.Set
+	// PolicyFile is where Policies came from, shown in status and used by
+	// Reload; may be empty.
+	PolicyFile string
+
+	// HTTPAddr is the HTTP listen address. Default DefaultHTTPAddr; ":0" picks a port.
+	HTTPAddr string
+
+	// NATSURL connects to an external NATS cluster with JetStream. When it is
+	// empty the Shaper runs an embedded JetStream server storing in DataDir
+	// and listening on NATSListen.
+	NATSURL string
+	// NATSListen is the embedded server's client address, reachable by
+	// outside consumers. Default DefaultNATSListen; "127.0.0.1:-1" picks a port.
+	NATSListen string
+	// DataDir is the embedded server's store. Default DefaultDataDir.
+	DataDir string
+	// Replicas is the replica count of the streams the Shaper creates (1 or 3). Default 1.
+	Replicas int
+
+	// RedisURL, when set, keeps admission limiter state in Redis (shared by
+	// every shaper); otherwise admission limits are kept in memory.
+	RedisURL string
+
+	// MaxPayload bounds a job's payload in bytes. Default queue.DefaultMaxPayload.
+	MaxPayload int
+	// Workers bounds the deliveries in flight per policy. Default drain.DefaultWorkers.
+	Workers int
+	// SubmitSubject is the NATS ingress root: requests to <root>.<policy>.<key>.
+	// Default DefaultSubmitSubject.
+	SubmitSubject string
+	// ShutdownTimeout bounds the graceful part of shutdown. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Timeout bounds each JetStream call on the admission path; past it the
+	// producer gets 503. Default queue.DefaultTimeout.
+	Timeout time.Duration
+
+	// Logger receives the Shaper's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Policies == nil || len(c.Policies.Policies()) == 0 {
+		return c, errors.New("shaper: config: no policies")
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.NATSListen == "" {
+		c.NATSListen = DefaultNATSListen
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	if c.SubmitSubject == "" {
+		c.SubmitSubject = DefaultSubmitSubject
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}

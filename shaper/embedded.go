@@ -1,0 +1,51 @@
+package shaper
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// startEmbedded runs an in-process nats-server with JetStream storing in
+// dir, listening for outside clients on listen ("host:port", port -1 for any).
+func startEmbedded(listen, dir string) (*server.Server, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("shaper: --nats-listen %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("shaper: --nats-listen %q: bad port", listen)
+	}
+	if port > 0 {
+		// The server reports a listen failure only through its log: try first.
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, fmt.Errorf("shaper: embedded nats cannot listen on %s: %w (choose another --nats-listen)", listen, err)
+		}
+		ln.Close()
+	}
+	opts := &server.Options{
+		ServerName: "shaper",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   filepath.Join(dir, "jetstream"),
+		NoSigs:     true,
+		NoLog:      true,
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("shaper: embedded nats: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(15 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("shaper: embedded nats did not start listening on %s (port in use? see --nats-listen)", listen)
+	}
+	return s, nil
+}

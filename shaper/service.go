@@ -1,0 +1,287 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/limiter"
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// Shaper is the service: HTTP and NATS ingress in front of one bounded queue
+// and one drainer per policy. Create it with New and run it with Run. Its
+// methods are safe for concurrent use.
+type Shaper struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.RWMutex
+	set      *policies.Set
+	runtimes map[string]*runtime
+
+	srv *server.Server        // embedded JetStream, nil with an external one
+	rdb redis.UniversalClient // admission limiter state, nil without Redis
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	httpAddr atomic.Value // string, once listening
+	ready    chan struct{}
+	serving  atomic.Bool
+	started  time.Time
+}
+
+// runtime is everything the Shaper keeps for one policy.
+type runtime struct {
+	pol     atomic.Pointer[policies.Policy]
+	q       *queue.Queue
+	d       *drain.Drainer
+	admit   limiter.Limiter // nil without an admit block
+	counter counters
+}
+
+type counters struct {
+	admitted, duplicates, rejected, unavailable atomic.Uint64
+	limited, shadowLimited, limiterErrors       atomic.Uint64
+}
+
+// New checks cfg and returns a Shaper ready to Run. It does no I/O.
+func New(cfg Config) (*Shaper, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("shaper: http address %q: %w", cfg.HTTPAddr, err)
+	}
+	return &Shaper{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		set:      cfg.Policies,
+		runtimes: make(map[string]*runtime),
+		ready:    make(chan struct{}),
+	}, nil
+}
+
+// Ready is closed once the Shaper accepts jobs.
+func (s *Shaper) Ready() <-chan struct{} { return s.ready }
+
+// HTTPAddr returns the address the HTTP server listens on, once Ready.
+func (s *Shaper) HTTPAddr() string {
+	a, _ := s.httpAddr.Load().(string)
+	return a
+}
+
+// NATSURL returns the URL outside clients reach JetStream at, once Ready.
+func (s *Shaper) NATSURL() string {
+	if s.srv != nil {
+		return s.srv.ClientURL()
+	}
+	return s.cfg.NATSURL
+}
+
+// Run starts the Shaper and serves until ctx ends, then shuts down
+// gracefully: it stops admitting, finishes the deliveries in flight and
+// leaves queued jobs in JetStream. It returns an error when it cannot start.
+func (s *Shaper) Run(ctx context.Context) error {
+	s.started = time.Now()
+	if err := s.connect(); err != nil {
+		return err
+	}
+	defer s.disconnect()
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var err error
+	if s.rdb, err = connectRedis(runCtx, s.cfg.RedisURL); err != nil {
+		return err
+	}
+	if s.rdb != nil {
+		defer s.rdb.Close()
+		if err := s.rdb.Ping(runCtx).Err(); err != nil {
+			s.log.Warn("redis unreachable at start: admission limits fail open or closed per policy until it answers", "err", err)
+		}
+	}
+	if err := s.openPolicies(runCtx); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		s.stopDrainers(context.Background())
+		return fmt.Errorf("shaper: http listen %s: %w", s.cfg.HTTPAddr, err)
+	}
+	s.httpAddr.Store(ln.Addr().String())
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- hs.Serve(ln) }()
+
+	sub, err := s.subscribeIngress()
+	if err != nil {
+		hs.Close()
+		s.stopDrainers(context.Background())
+		return err
+	}
+	s.serving.Store(true)
+	close(s.ready)
+	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.set.Policies()))
+
+	select {
+	case <-ctx.Done():
+	case err := <-httpDone:
+		s.log.Error("http server stopped", "err", err)
+	}
+
+	// Graceful shutdown: stop admitting, then let deliveries in flight end.
+	s.serving.Store(false)
+	sctx, scancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer scancel()
+	if err := sub.Drain(); err != nil {
+		s.log.Warn("nats ingress drain", "err", err)
+	}
+	if err := hs.Shutdown(sctx); err != nil {
+		s.log.Warn("http shutdown", "err", err)
+	}
+	s.stopDrainers(sctx)
+	s.log.Info("shaper stopped")
+	return nil
+}
+
+func (s *Shaper) connect() error {
+	opts := []nats.Option{
+		nats.Name("shaper"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			s.log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+	}
+	var err error
+	if s.cfg.NATSURL == "" {
+		if s.srv, err = startEmbedded(s.cfg.NATSListen, s.cfg.DataDir); err != nil {
+			return err
+		}
+		opts = append(opts, nats.InProcessServer(s.srv))
+	} else {
+		opts = append(opts, nats.RetryOnFailedConnect(false))
+	}
+	s.nc, err = nats.Connect(s.cfg.NATSURL, opts...)
+	if err != nil {
+		s.disconnect()
+		return fmt.Errorf("shaper: connect to nats %s: %w", s.cfg.NATSURL, err)
+	}
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		s.disconnect()
+		return fmt.Errorf("shaper: jetstream: %w", err)
+	}
+	return nil
+}
+
+func (s *Shaper) disconnect() {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+	}
+}
+
+func (s *Shaper) openPolicies(ctx context.Context) error {
+	for _, p := range s.set.Policies() {
+		rt, err := s.openPolicy(ctx, p)
+		if err != nil {
+			s.stopDrainers(context.Background())
+			return err
+		}
+		s.runtimes[p.Name] = rt
+	}
+	return nil
+}
+
+func (s *Shaper) openPolicy(ctx context.Context, p policies.Policy) (*runtime, error) {
+	qcfg := queue.Config{
+		Replicas:   s.cfg.Replicas,
+		MaxPayload: s.cfg.MaxPayload,
+		Timeout:    s.cfg.Timeout,
+		Logger:     s.log,
+	}
+	q, err := queue.Open(ctx, s.js, p.Name, p.Queue, qcfg)
+	if err != nil {
+		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
+	}
+	sink, err := s.sinkFor(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
+	}
+	rt := &runtime{q: q}
+	rt.pol.Store(&p)
+	if rt.admit, err = newAdmission(p, s.rdb, s.cfg); err != nil {
+		return nil, fmt.Errorf("shaper: policy %q: admit: %w", p.Name, err)
+	}
+	rt.d = drain.New(q, sink, p, drain.Config{Workers: s.cfg.Workers, Logger: s.log})
+	rt.d.Start(ctx)
+	return rt, nil
+}
+
+func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, error) {
+	if p.Deliver.Webhook != "" {
+		return drain.NewWebhookSink(p.Deliver.Webhook, p.Deliver.Timeout, nil), nil
+	}
+	if name := p.Deliver.Stream; name != "" {
+		// Deliveries into a stream need the stream: create it when missing,
+		// leave an operator's own stream as it is.
+		_, err := s.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err = s.js.CreateStream(ctx, jetstream.StreamConfig{
+				Name:       name,
+				Subjects:   []string{p.DeliverSubject() + ".>"},
+				Replicas:   s.cfg.Replicas,
+				Duplicates: 2 * time.Minute,
+			})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("delivery stream %s: %w", name, err)
+		}
+	}
+	return drain.NewNATSSink(s.nc, drain.NATSConfig{
+		Stream:  p.Deliver.Stream != "",
+		Confirm: p.Deliver.Confirm,
+		Timeout: p.Deliver.Timeout,
+	})
+}
+
+func (s *Shaper) stopDrainers(ctx context.Context) {
+	var wg sync.WaitGroup
+	for name, rt := range s.runtimes {
+		wg.Go(func() {
+			if err := rt.d.Drain(ctx); err != nil {
+				s.log.Warn("drain at shutdown", "policy", name, "err", err)
+			}
+			rt.d.Stop()
+		})
+	}
+	wg.Wait()
+}
+
+// runtime returns the runtime of the named policy, or nil.
+func (s *Shaper) runtime(name string) *runtime {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.runtimes[name]
+}

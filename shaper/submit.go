@@ -1,0 +1,207 @@
+package shaper
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/shaper-dev/shaper/limiter"
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// Submission is one job offered to the Shaper by HTTP or NATS.
+type submission struct {
+	policy      string
+	key         string
+	payload     []byte
+	idempotency string // Idempotency-Key, optional
+	traceparent string // W3C trace context, optional
+}
+
+// Outcome is the Shaper's answer to a submission, rendered as HTTP or as a
+// NATS reply.
+type outcome struct {
+	Status       string `json:"status"` // queued | rejected | deferred | error
+	ID           string `json:"id,omitempty"`
+	Policy       string `json:"policy,omitempty"`
+	Key          string `json:"key,omitempty"`
+	Queued       int64  `json:"queued"`
+	ETAms        int64  `json:"eta_ms"`
+	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
+	Deferred     bool   `json:"deferred"`
+	Duplicate    bool   `json:"duplicate,omitempty"`
+	Code         int    `json:"code"`
+	Error        string `json:"error,omitempty"`
+
+	limits *limiter.Result // for the rate-limit headers, when there is a queue to describe
+	window time.Duration
+}
+
+const (
+	statusQueued   = "queued"
+	statusRejected = "rejected"
+	statusDeferred = "deferred"
+	statusError    = "error"
+)
+
+func failed(code int, msg string) outcome {
+	return outcome{Status: statusError, Code: code, Error: msg}
+}
+
+// submit runs a submission through the admission path: policy, key, size,
+// then the queue. It never blocks longer than the queue timeout.
+func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
+	if !s.serving.Load() {
+		o := failed(http.StatusServiceUnavailable, "shaper is shutting down")
+		o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
+		return o
+	}
+	rt := s.runtime(sub.policy)
+	if rt == nil {
+		return failed(http.StatusNotFound, "unknown policy "+quote(sub.policy))
+	}
+	p := rt.pol.Load()
+	token, err := queue.EncodeKey(sub.key)
+	if err != nil {
+		return failed(http.StatusBadRequest, err.Error())
+	}
+	if len(sub.payload) > rt.q.MaxPayload() {
+		return failed(http.StatusRequestEntityTooLarge, errTooLarge(rt.q.MaxPayload()))
+	}
+	if o, ok := s.admitLimit(ctx, rt, p, sub.key); !ok {
+		return o
+	}
+	id := jobID(sub)
+	h := nats.Header{}
+	h.Set(queue.HeaderTrace, traceparent(sub.traceparent))
+	now := time.Now()
+	rec, err := rt.q.Admit(ctx, queue.Job{ID: id, Key: sub.key, Payload: sub.payload, EnqueuedAt: now, Header: h})
+	base := outcome{ID: id, Policy: p.Name, Key: sub.key}
+	switch {
+	case err == nil:
+		if rec.Duplicate {
+			rt.counter.duplicates.Add(1)
+		} else {
+			rt.counter.admitted.Add(1)
+		}
+		return s.accepted(rt, p, token, base, rec, now)
+	case errors.Is(err, queue.ErrFull):
+		rt.counter.rejected.Add(1)
+		return s.full(rt, p, token, base, now)
+	case errors.Is(err, queue.ErrTooLarge):
+		return failed(http.StatusRequestEntityTooLarge, err.Error())
+	case errors.Is(err, queue.ErrBadKey):
+		return failed(http.StatusBadRequest, err.Error())
+	default:
+		rt.counter.unavailable.Add(1)
+		s.log.Warn("admission failed", "policy", p.Name, "err", err)
+		o := failed(http.StatusServiceUnavailable, "queue backend unavailable: "+err.Error())
+		o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
+		return o
+	}
+}
+
+func (s *Shaper) accepted(rt *runtime, p *policies.Policy, token string, o outcome, rec queue.Receipt, now time.Time) outcome {
+	st := rt.d.Key(token, now)
+	queued, waiting := st.Queued, st.Waiting
+	if rec.Seq > st.Seen {
+		queued, waiting = queued+1, waiting+1
+	}
+	queued = max(queued, 1)
+	iv := p.Outflow.Interval()
+	eta := st.NextIn + time.Duration(max(waiting-1, 0))*iv
+	o.Status, o.Code, o.Duplicate = statusQueued, http.StatusAccepted, rec.Duplicate
+	o.Queued, o.ETAms = queued, ceilMs(eta)
+	o.limits = &limiter.Result{
+		Allowed:   true,
+		Limit:     int64(p.Queue),
+		Remaining: max(int64(p.Queue)-queued, 0),
+		Reset:     st.NextIn + time.Duration(max(waiting-1, 0))*iv + iv,
+	}
+	o.window = time.Duration(p.Queue) * iv
+	return o
+}
+
+func (s *Shaper) full(rt *runtime, p *policies.Policy, token string, o outcome, now time.Time) outcome {
+	st := rt.d.Key(token, now)
+	iv := p.Outflow.Interval()
+	o.Status, o.Code = statusRejected, http.StatusTooManyRequests
+	o.Queued = max(st.Queued, int64(p.Queue))
+	o.RetryAfterMs = max(ceilMs(st.RoomIn), 1)
+	o.ETAms = 0
+	o.ID = "" // a rejected job is not kept
+	o.Error = "queue of key " + quote(o.Key) + " is full"
+	o.limits = &limiter.Result{
+		Allowed:    false,
+		Limit:      int64(p.Queue),
+		Remaining:  0,
+		RetryAfter: st.RoomIn,
+		Reset:      st.NextIn + time.Duration(o.Queued)*iv,
+	}
+	o.window = time.Duration(p.Queue) * iv
+	return o
+}
+
+// jobID returns a new job id, or with an Idempotency-Key the same id for
+// every retry of the same submission, so JetStream's dedupe makes retries
+// idempotent.
+func jobID(sub submission) string {
+	if sub.idempotency == "" {
+		return nuid.Next()
+	}
+	sum := sha256.Sum256([]byte(sub.policy + "\x00" + sub.key + "\x00" + sub.idempotency))
+	return "i" + hex.EncodeToString(sum[:12])
+}
+
+// traceparent returns tp when it is a W3C traceparent, else a new one.
+func traceparent(tp string) string {
+	if validTraceparent(tp) {
+		return tp
+	}
+	var b [24]byte
+	rand.Read(b[:])
+	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
+}
+
+func validTraceparent(tp string) bool {
+	if len(tp) != 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return false
+	}
+	for i, c := range tp {
+		if i == 2 || i == 35 || i == 52 {
+			continue
+		}
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return tp[3:35] != "00000000000000000000000000000000" && tp[36:52] != "0000000000000000"
+}
+
+func ceilMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// quote quotes s for a message, cut to 64 runes.
+func quote(s string) string {
+	if r := []rune(s); len(r) > 64 {
+		s = string(r[:64]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+func errTooLarge(limit int) string {
+	return "payload too large: at most " + strconv.Itoa(limit) + " bytes"
+}
