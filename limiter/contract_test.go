@@ -63,8 +63,11 @@ func newClient(t testing.TB, addr string, poolSize int) *redis.Client {
 	return rdb
 }
 
-func redisFactory(rdb *redis.Client, cfg limiter.RedisConfig) factory {
+// redisFactory makes subjects on the Redis at addr, each with its own
+// client of 4 connections.
+func redisFactory(addr string, cfg limiter.RedisConfig) factory {
 	return func(t *testing.T, alg limiter.Algorithm, l limiter.Limit) subject {
+		rdb := newClient(t, addr, 4)
 		if cfg.Timeout == 0 {
 			cfg.Timeout = 5 * time.Second // a loaded test machine, not a production budget
 		}
@@ -99,7 +102,7 @@ func alignToWindow(t *testing.T, rdb *redis.Client, period time.Duration) {
 
 func TestContract(t *testing.T) {
 	addr := testenv.Redis(t)
-	rdb := newClient(t, addr, 4)
+	rdb := newClient(t, addr, 1) // for TIME
 	impls := []struct {
 		name string
 		new  factory
@@ -109,8 +112,8 @@ func TestContract(t *testing.T) {
 		align  func(t *testing.T, period time.Duration)
 	}{
 		{"memory", memoryFactory, 2 * time.Second, func(*testing.T, time.Duration) {}},
-		{"redis", redisFactory(rdb, limiter.RedisConfig{}), 400 * time.Millisecond, func(t *testing.T, p time.Duration) { alignToWindow(t, rdb, p) }},
-		{"redis-nocache", redisFactory(rdb, limiter.RedisConfig{NoCache: true}), 400 * time.Millisecond, func(t *testing.T, p time.Duration) { alignToWindow(t, rdb, p) }},
+		{"redis", redisFactory(addr, limiter.RedisConfig{}), 400 * time.Millisecond, func(t *testing.T, p time.Duration) { alignToWindow(t, rdb, p) }},
+		{"redis-nocache", redisFactory(addr, limiter.RedisConfig{NoCache: true}), 400 * time.Millisecond, func(t *testing.T, p time.Duration) { alignToWindow(t, rdb, p) }},
 	}
 	// The subtests mostly sleep: run them all at once rather than
 	// -parallel (GOMAXPROCS) at a time.
