@@ -20,6 +20,7 @@ import (
 //	GET  /v1/policies/{name}       one policy
 //	GET  /healthz                  the process is alive
 //	GET  /readyz                   the Shaper accepts jobs (JetStream reachable)
+//	GET  /metrics                  the figures in the Prometheus text format
 func (s *Shaper) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs/{policy}/{key...}", s.handleSubmit)
@@ -32,6 +33,7 @@ func (s *Shaper) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	return mux
 }
 

@@ -440,7 +440,7 @@ func TestPoliciesEndpoint(t *testing.T) {
 	if p["outflow"] != "20/s" || p["admitted"] != 1.0 {
 		t.Errorf("policy status = %v, want outflow 20/s, admitted 1", p)
 	}
-	for _, path := range []string{"/healthz", "/readyz", "/v1/policies/burst"} {
+	for _, path := range []string{"/healthz", "/readyz", "/v1/policies/burst", "/metrics"} {
 		resp, err := http.Get(r.base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,45 @@
+package shaper
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// metric is one Prometheus series family drawn from PolicyStatus.
+type metric struct {
+	name, kind, help string
+	value            func(PolicyStatus) float64
+}
+
+var metrics = []metric{
+	{"shaper_jobs_admitted_total", "counter", "Jobs accepted into a queue (202).", func(p PolicyStatus) float64 { return float64(p.Admitted) }},
+	{"shaper_jobs_duplicate_total", "counter", "Resubmissions answered from the duplicate window.", func(p PolicyStatus) float64 { return float64(p.Duplicates) }},
+	{"shaper_jobs_rejected_total", "counter", "Jobs refused because their key's queue was full (429).", func(p PolicyStatus) float64 { return float64(p.Rejected) }},
+	{"shaper_jobs_limited_total", "counter", "Submissions refused by the admission limit (429).", func(p PolicyStatus) float64 { return float64(p.Limited) }},
+	{"shaper_jobs_shadow_limited_total", "counter", "Submissions a shadow admission limit would have refused.", func(p PolicyStatus) float64 { return float64(p.Shadow) }},
+	{"shaper_limiter_errors_total", "counter", "Admission decisions the limiter backend failed.", func(p PolicyStatus) float64 { return float64(p.LimiterErrs) }},
+	{"shaper_jobs_unavailable_total", "counter", "Submissions answered 503 because JetStream failed.", func(p PolicyStatus) float64 { return float64(p.Unavailable) }},
+	{"shaper_jobs_delivered_total", "counter", "Jobs delivered downstream.", func(p PolicyStatus) float64 { return float64(p.Delivered) }},
+	{"shaper_delivery_failures_total", "counter", "Failed delivery attempts.", func(p PolicyStatus) float64 { return float64(p.Failed) }},
+	{"shaper_jobs_queued", "gauge", "Jobs queued over all keys.", func(p PolicyStatus) float64 { return float64(p.Queued) }},
+	{"shaper_keys_active", "gauge", "Keys with jobs queued.", func(p PolicyStatus) float64 { return float64(p.Keys) }},
+	{"shaper_deliveries_in_flight", "gauge", "Deliveries in progress.", func(p PolicyStatus) float64 { return float64(p.InFlight) }},
+	{"shaper_outflow_per_second", "gauge", "Configured outflow rate per key.", func(p PolicyStatus) float64 { return p.Outflow.PerSecond() }},
+	{"shaper_queue_size", "gauge", "Configured queue size per key.", func(p PolicyStatus) float64 { return float64(p.Queue) }},
+}
+
+// handleMetrics serves the policy figures in the Prometheus text format.
+func (s *Shaper) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	st := s.Status()
+	var b strings.Builder
+	for _, m := range metrics {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.kind)
+		for _, p := range st {
+			fmt.Fprintf(&b, "%s{policy=%q} %s\n", m.name, p.Name, strconv.FormatFloat(m.value(p), 'g', -1, 64))
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write([]byte(b.String()))
+}
