@@ -239,3 +239,27 @@ func TestMemoryDropsIdleKeys(t *testing.T) {
 		})
 	}
 }
+
+// A clock stepping back never admits more than the limit.
+func TestClockStepsBack(t *testing.T) {
+	l := limiter.Limit{Count: 3, Period: time.Minute}
+	for _, tc := range []struct {
+		alg limiter.Algorithm
+		s   allower
+	}{
+		{limiter.GCRA, new(limiter.GCRAState)},
+		{limiter.TokenBucket, new(limiter.TokenBucketState)},
+		{limiter.FixedWindow, new(limiter.FixedWindowState)},
+		{limiter.SlidingLog, new(limiter.SlidingLogState)},
+		{limiter.SlidingWindow, new(limiter.SlidingWindowState)},
+	} {
+		for range l.Count {
+			tc.s.Allow(l, at(5, 0, 30))
+		}
+		for _, back := range []time.Time{at(5, 0, 29), at(4, 59, 59), at(4, 50, 0)} {
+			if r := tc.s.Allow(l, back); r.Allowed {
+				t.Errorf("%s: full at 5:00:30, Allow at %s = %+v, want rejected", tc.alg, back.Format("15:04:05"), r)
+			}
+		}
+	}
+}

@@ -76,7 +76,7 @@ func (l Limit) Validate() error {
 	return nil
 }
 
-// String formats l as "Count/Period", with "+burst N" when Burst is set.
+// String formats l as "Count/Period", followed by " burst N" when Burst is set.
 func (l Limit) String() string {
 	s := fmt.Sprintf("%d/%v", l.Count, l.Period)
 	if l.Burst != 0 {

@@ -57,9 +57,10 @@ func (m *Memory) Allow(_ context.Context, key string) (Result, error) {
 	return m.store.allow(key, time.Now()), nil
 }
 
-// AllowAt decides for one event of key at now. Calls should pass
-// non-decreasing times; an earlier time is treated as a clock step back
-// and never admits more than the limit allows at the latest time seen.
+// AllowAt decides for one event of key at now. A time earlier than one
+// already passed for the key is a clock stepping back: it is decided
+// against the key's state as it is, and never admits more than the later
+// time would.
 func (m *Memory) AllowAt(key string, now time.Time) Result {
 	return m.store.allow(key, now)
 }

@@ -65,10 +65,12 @@ return {1, math.floor(tokens), 0, reset}
 `),
 
 	FixedWindow: redis.NewScript(scriptPrologue + `
-local ws = window_start(now)
 local h = redis.call('HMGET', key, 'w', 'n')
+local w = tonumber(h[1])
+if w and now < w then now = w end -- the clock stepped back: stay in the counted window
+local ws = window_start(now)
 local n = 0
-if tonumber(h[1]) == ws then n = tonumber(h[2]) or 0 end
+if w == ws then n = tonumber(h[2]) or 0 end
 local reset = ws + period - now
 if n >= count then return {0, 0, reset, reset} end
 n = n + 1
@@ -91,9 +93,10 @@ return {0, 0, tonumber(oldest[2]) + period - now, tonumber(newest[2]) + period -
 `),
 
 	SlidingWindow: redis.NewScript(scriptPrologue + `
-local ws = window_start(now)
 local h = redis.call('HMGET', key, 'w', 'p', 'c')
 local w, prev, cur = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3]) or 0
+if w and now < w then now = w end -- the clock stepped back: stay in the counted window
+local ws = window_start(now)
 if w == ws then
 elseif w == ws - period then prev, cur = cur, 0
 else prev, cur = 0, 0 end

@@ -32,6 +32,9 @@ type FixedWindowState struct {
 // Allow decides for one event at now under l, and counts it in s when it is
 // admitted. It reads no clock.
 func (s *FixedWindowState) Allow(l Limit, now time.Time) Result {
+	if now.Before(s.Start) {
+		now = s.Start // the clock stepped back: stay in the counted window
+	}
 	ws := windowStart(now, l.Period)
 	if !s.Start.Equal(ws) {
 		s.Start, s.Count = ws, 0
@@ -60,6 +63,9 @@ type SlidingLogState struct {
 // Allow decides for one event at now under l, and logs it in s when it is
 // admitted. It reads no clock.
 func (s *SlidingLogState) Allow(l Limit, now time.Time) Result {
+	if n := len(s.Times); n > 0 && now.Before(s.Times[n-1]) {
+		now = s.Times[n-1] // the clock stepped back: keep the log in order
+	}
 	cutoff := now.Add(-l.Period)
 	i := 0
 	for i < len(s.Times) && !s.Times[i].After(cutoff) {
@@ -101,6 +107,9 @@ type SlidingWindowState struct {
 // rolled returns s moved to the window holding now, and how far into that
 // window now is.
 func (s SlidingWindowState) rolled(l Limit, now time.Time) (SlidingWindowState, time.Duration) {
+	if now.Before(s.Start) {
+		now = s.Start // the clock stepped back: stay in the counted window
+	}
 	ws := windowStart(now, l.Period)
 	switch {
 	case s.Start.Equal(ws):
