@@ -1,0 +1,17 @@
+// Package integration holds shaper's end-to-end tests. They build the shaper
+// and nats-server binaries once per run (TestMain), start them as real
+// processes on 127.0.0.1 with free ports and temporary directories, and kill
+// whatever they started when a test ends, also when it fails.
+//
+// The tests cover the guarantees in DESIGN.md that only real processes can
+// show: a job answered 202 survives kill -9 of the shaper (TestKill9Restart)
+// and the loss of a node of a 3-node JetStream cluster (TestClusterNodeLoss),
+// per-key queue limits hold across that failover, and a graceful shutdown
+// delivers nothing twice (TestGracefulShutdown).
+//
+// Run them with
+//
+//	go test ./integration -count=1 -v
+//
+// and skip them with -short.
+package integration

@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// shaperConfig is how a test runs one shaper process. Ports survive
+// restarts: start a new process with the same config to restart.
+type shaperConfig struct {
+	policies   string // policy file
+	httpAddr   string // 127.0.0.1:N
+	data       string // embedded JetStream store (embedded mode)
+	natsListen string // embedded JetStream client address (embedded mode)
+	natsURL    string // external cluster URLs, comma-separated (external mode)
+	replicas   int    // external mode
+	shutdown   time.Duration
+}
+
+// embeddedShaper returns the config of a shaper with embedded JetStream on
+// free ports, storing in a temporary directory, serving policyYAML.
+func embeddedShaper(t *testing.T, policyYAML string) shaperConfig {
+	t.Helper()
+	ports := freePorts(t, 2)
+	return shaperConfig{
+		policies:   writePolicies(t, policyYAML),
+		httpAddr:   "127.0.0.1:" + strconv.Itoa(ports[0]),
+		data:       t.TempDir(),
+		natsListen: "127.0.0.1:" + strconv.Itoa(ports[1]),
+	}
+}
+
+func writePolicies(t *testing.T, policyYAML string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(path, []byte(policyYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// natsURL is where outside clients reach the shaper's JetStream.
+func (c shaperConfig) clientURL() string {
+	if c.natsURL != "" {
+		return c.natsURL
+	}
+	return "nats://" + c.natsListen
+}
+
+// startShaper runs `shaper serve` with c and waits until /readyz answers 200.
+func startShaper(t *testing.T, c shaperConfig) *proc {
+	t.Helper()
+	args := []string{"serve", "--policies", c.policies, "--http", c.httpAddr, "--log-level", "debug"}
+	if c.natsURL != "" {
+		args = append(args, "--nats-url", c.natsURL, "--replicas", strconv.Itoa(max(c.replicas, 1)))
+	} else {
+		args = append(args, "--data", c.data, "--nats-listen", c.natsListen)
+	}
+	if c.shutdown > 0 {
+		args = append(args, "--shutdown-timeout", c.shutdown.String())
+	}
+	p := startProc(t, "shaper "+c.httpAddr, bins.shaper, args...)
+	waitReady(t, p, c.httpAddr, 30*time.Second)
+	return p
+}
+
+// waitReady polls GET /readyz until it answers 200, failing the test when p
+// exits or d passes.
+func waitReady(t *testing.T, p *proc, addr string, d time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(d)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		if p.exited() {
+			t.Fatalf("%s exited before it was ready: %s", p.name, p.state())
+		}
+		resp, err := client.Get("http://" + addr + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			last = fmt.Sprintf("%s %s", resp.Status, strings.TrimSpace(string(body)))
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready after %v: last /readyz: %s", p.name, d, last)
+}
+
+// submitter submits jobs over HTTP.
+type submitter struct {
+	addr   string
+	client *http.Client
+}
+
+func newSubmitter(addr string, timeout time.Duration) *submitter {
+	return &submitter{addr: addr, client: &http.Client{
+		Timeout:   timeout,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+	}}
+}
+
+// answer is the shaper's answer to one submission.
+type answer struct {
+	code    int // 0 when the request failed
+	id      string
+	err     error
+	latency time.Duration
+}
+
+func (s *submitter) submit(ctx context.Context, policy, key, payload string) answer {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		"http://"+s.addr+"/v1/jobs/"+policy+"/"+key, strings.NewReader(payload))
+	if err != nil {
+		return answer{err: err}
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return answer{err: err, latency: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	a := answer{code: resp.StatusCode, err: err, latency: time.Since(start)}
+	if resp.StatusCode == http.StatusAccepted {
+		var job struct {
+			ID     string `json:"id"`
+			Policy string `json:"policy"`
+			Key    string `json:"key"`
+		}
+		if err := json.Unmarshal(body, &job); err != nil || job.ID == "" {
+			a.err = fmt.Errorf("202 with body %q: %v", body, err)
+		}
+		a.id = job.ID
+	} else if a.err == nil {
+		a.err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return a
+}
