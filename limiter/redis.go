@@ -38,6 +38,12 @@ type RedisConfig struct {
 	// Logger receives a warning when Redis starts failing and a notice
 	// when it answers again; nil means no logging.
 	Logger *slog.Logger
+	// Fallback, when set, decides while Redis fails, in place of the
+	// fail-open or fail-closed answer: typically a Memory limiter with this
+	// process's share of the limit, so that a fleet keeps roughly its global
+	// rate without Redis. Allow still returns an error wrapping
+	// ErrUnavailable with the Fallback's Result. Default none.
+	Fallback Limiter
 	// NoCache turns off the local cache of keys known to be over their
 	// limit, so every decision goes to Redis.
 	NoCache bool
@@ -130,8 +136,8 @@ func (r *Redis) Limit() Limit { return r.limit }
 func (r *Redis) Failures() uint64 { return r.failures.Load() }
 
 // Allow decides for one event of key. When Redis fails or times out it
-// returns the fail-open or fail-closed Result together with an error
-// wrapping ErrUnavailable. When ctx ends first it returns a rejecting
+// returns the Fallback's, or else the fail-open or fail-closed, Result
+// together with an error wrapping ErrUnavailable. When ctx ends first it returns a rejecting
 // Result and ctx's error, which is not counted as a Redis failure.
 func (r *Redis) Allow(ctx context.Context, key string) (Result, error) {
 	now := time.Now()
@@ -148,7 +154,7 @@ func (r *Redis) Allow(ctx context.Context, key string) (Result, error) {
 		if ctx.Err() != nil {
 			return Result{Limit: r.quota, RetryAfter: r.cfg.FailRetryAfter}, fmt.Errorf("limiter: allow %q: %w", key, ctx.Err())
 		}
-		return r.fail(key, err)
+		return r.fail(ctx, key, err)
 	}
 	if r.down.CompareAndSwap(true, false) {
 		r.cfg.Logger.Info("limiter: redis answers again", "failures", r.failures.Load())
@@ -208,12 +214,17 @@ func honoursContext(rdb redis.UniversalClient) bool {
 }
 
 // fail counts and logs a failed decision and returns the configured answer.
-func (r *Redis) fail(key string, cause error) (Result, error) {
+func (r *Redis) fail(ctx context.Context, key string, cause error) (Result, error) {
 	n := r.failures.Add(1)
 	if r.down.CompareAndSwap(false, true) {
-		r.cfg.Logger.Warn("limiter: redis unavailable", "err", cause, "fail_closed", r.cfg.FailClosed, "failures", n)
+		r.cfg.Logger.Warn("limiter: redis unavailable", "err", cause, "fail_closed", r.cfg.FailClosed, "fallback", r.cfg.Fallback != nil, "failures", n)
 	}
 	err := fmt.Errorf("limiter: allow %q: %w: %w", key, ErrUnavailable, cause)
+	if r.cfg.Fallback != nil {
+		if res, ferr := r.cfg.Fallback.Allow(ctx, key); ferr == nil {
+			return res, err
+		}
+	}
 	if r.cfg.FailClosed {
 		return Result{Limit: r.quota, RetryAfter: r.cfg.FailRetryAfter, Reset: r.cfg.FailRetryAfter}, err
 	}

@@ -280,3 +280,25 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func init() { redis.SetLogger(quietRedis{}) }
+
+// With a Fallback, an outage is decided by the local limiter.
+func TestRedisFallback(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := newClient(t, srv.Addr(), 4)
+	l := limiter.Limit{Count: 4, Period: time.Minute}
+	local, err := limiter.NewMemory(limiter.GCRA, limiter.Limit{Count: 2, Period: time.Minute}) // this process's half
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := limiter.NewRedis(rdb, limiter.GCRA, l, limiter.RedisConfig{Timeout: 200 * time.Millisecond, Fallback: local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	for i, want := range []bool{true, true, false} {
+		res, err := r.Allow(context.Background(), "k")
+		if !errors.Is(err, limiter.ErrUnavailable) || res.Allowed != want {
+			t.Errorf("Allow %d during the outage = %+v, %v, want Allowed %v with ErrUnavailable", i+1, res, err, want)
+		}
+	}
+}
