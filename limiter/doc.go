@@ -71,9 +71,8 @@
 // again, so a flood on one key costs no round trips. Each decision has a
 // time budget (RedisConfig.Timeout); past it the limiter fails open
 // (admits) or closed (rejects) as configured, or asks a local
-RedisConfig.Fallback limiter holding this process's share of the limit;
-it returns an error wrapping
-// [ErrUnavailable] so callers can count it, counts it in
-// [Redis.Failures], logs the change, and goes back to Redis as soon as it
-// answers again.
+// RedisConfig.Fallback limiter holding this process's share of the limit;
+// it returns an error wrapping [ErrUnavailable] so callers can count it,
+// counts it in [Redis.Failures], logs the change, and goes back to Redis
+// as soon as it answers again.
 package limiter
