@@ -21,8 +21,9 @@ type recorder struct {
 	count   map[string]int      // job id → deliveries
 	byKey   map[string][]string // key → job ids in delivery order, first deliveries only
 	total   int
-	retries int    // deliveries with Shaper-Attempt > 1
-	asyncEr string // first asynchronous error (a slow consumer drops messages)
+	times   []time.Time // arrival of every delivery
+	retries int         // deliveries with Shaper-Attempt > 1
+	asyncEr string      // first asynchronous error (a slow consumer drops messages)
 }
 
 // record subscribes to subject (such as "shaper.out.orders.>") at url.
@@ -62,6 +63,7 @@ func (r *recorder) handle(m *nats.Msg) {
 	r.mu.Lock()
 	r.count[id]++
 	r.total++
+	r.times = append(r.times, time.Now())
 	if r.count[id] == 1 {
 		r.byKey[key] = append(r.byKey[key], id)
 	}
@@ -134,6 +136,33 @@ func (r *recorder) waitAll(want []string, d time.Duration) deliveryReport {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lastAt returns when the last delivery arrived.
+func (r *recorder) lastAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.times) == 0 {
+		return time.Time{}
+	}
+	return r.times[len(r.times)-1]
+}
+
+// longestGap returns the longest time without a delivery between since and
+// the last delivery.
+func (r *recorder) longestGap(since time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var gap time.Duration
+	prev := since
+	for _, at := range r.times {
+		if at.Before(since) {
+			continue
+		}
+		gap = max(gap, at.Sub(prev))
+		prev = at
+	}
+	return gap
 }
 
 // order returns the ids of key's jobs in the order they were first delivered.
