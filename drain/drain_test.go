@@ -276,6 +276,8 @@ func TestDrainLeavesQueuedJobs(t *testing.T) {
 		t.Fatalf("Drain = %v", err)
 	}
 	r.d.Stop()
+	delivered := int(r.d.Stats().Delivered)
+	r.wait(delivered, 5*time.Second) // the subscriber sees the last deliveries a little later
 	r.mu.Lock()
 	n := len(r.got)
 	r.mu.Unlock()

@@ -14,6 +14,13 @@ import (
 	"github.com/shaper-dev/shaper/queue"
 )
 
+// Reasons a job is dead-lettered with.
+const (
+	ReasonDelivery = "delivery" // delivery attempts ran out
+	ReasonAttempts = "attempts" // deferral attempts ran out
+	ReasonDeadline = "deadline" // retry.deadline passed
+)
+
 // Defaults for the zero Config.
 const (
 	DefaultWorkers     = 32
@@ -36,6 +43,22 @@ type Config struct {
 	// OnDeliver, when set, is called after every delivery attempt from the
 	// worker that made it. It must be fast and safe for concurrent use.
 	OnDeliver func(Event)
+
+	// DeadLetter, when set, receives a job the drainer gives up on: after
+	// the policy's retry.attempts failed attempts (reason FailReason), past
+	// its retry.deadline (reason "deadline"), or when the sink says so with
+	// a *GiveUpError. The job leaves the queue only once DeadLetter returned
+	// nil. Without DeadLetter failed jobs are retried for ever.
+	DeadLetter func(ctx context.Context, m *queue.Msg, reason string, history []string) error
+	// FailReason is the dead-letter reason when attempts run out. Default "delivery".
+	FailReason string
+	// CountPauses makes a pause the sink asks for (*RetryAfterError) count
+	// as a failed attempt and wait at least the backoff. By default a
+	// downstream asking for a pause is honoured exactly and not held against
+	// the job.
+	CountPauses bool
+	// Passive starts the Drainer watching but not delivering, until SetActive(true).
+	Passive bool
 }
 
 // Event describes one delivery attempt, for metrics and benchmarks.
@@ -46,6 +69,8 @@ type Event struct {
 	Scheduled time.Time // the slot the delivery was due in
 	Started   time.Time // when the sink was called
 	Err       error     // nil when delivered
+	RetryAt   time.Time // when the job is tried again, after a failure
+	Reason    string    // set when the job was dead-lettered instead
 }
 
 // Drainer drains every key of one policy's queue at the policy's outflow
@@ -72,6 +97,7 @@ type Drainer struct {
 	heap      keyHeap
 	totalNext time.Time
 	draining  bool
+	active    bool
 	inflight  int
 	queued    int64
 	idle      chan struct{} // closed when draining and nothing is in flight
@@ -80,7 +106,8 @@ type Drainer struct {
 	tasks chan *step
 
 	delivered atomic.Uint64
-	failed    atomic.Uint64
+	failedN   atomic.Uint64
+	dead      atomic.Uint64
 
 	startOnce, stopOnce, drainOnce sync.Once
 	cancel                         context.CancelFunc
@@ -98,15 +125,19 @@ func New(q *queue.Queue, sink Sink, p policies.Policy, cfg Config) *Drainer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.FailReason == "" {
+		cfg.FailReason = ReasonDelivery
+	}
 	d := &Drainer{
-		q:     q,
-		sink:  sink,
-		cfg:   cfg,
-		log:   cfg.Logger.With("policy", p.Name),
-		keys:  make(map[string]*keyState),
-		idle:  make(chan struct{}),
-		kick:  make(chan struct{}, 1),
-		tasks: make(chan *step, cfg.Workers),
+		active: !cfg.Passive,
+		q:      q,
+		sink:   sink,
+		cfg:    cfg,
+		log:    cfg.Logger.With("policy", p.Name),
+		keys:   make(map[string]*keyState),
+		idle:   make(chan struct{}),
+		kick:   make(chan struct{}, 1),
+		tasks:  make(chan *step, cfg.Workers),
 	}
 	d.setPolicy(p)
 	return d
@@ -202,6 +233,7 @@ type Stats struct {
 	Queued    int64  `json:"queued"`    // jobs queued over all keys (including those in delivery)
 	Delivered uint64 `json:"delivered"` // deliveries accepted by the sink
 	Failed    uint64 `json:"failed"`    // delivery attempts that failed
+	Dead      uint64 `json:"dead"`      // jobs dead-lettered by this drainer since start
 	InFlight  int    `json:"in_flight"` // steps running now
 }
 
@@ -215,7 +247,7 @@ func (d *Drainer) Stats() Stats {
 			n++
 		}
 	}
-	return Stats{Keys: n, Queued: d.queued, Delivered: d.delivered.Load(), Failed: d.failed.Load(), InFlight: d.inflight}
+	return Stats{Keys: n, Queued: d.queued, Delivered: d.delivered.Load(), Failed: d.failedN.Load(), Dead: d.dead.Load(), InFlight: d.inflight}
 }
 
 // KeyStatus is what a Drainer can tell about one key, for the answers to
@@ -258,6 +290,38 @@ func (d *Drainer) Key(token string, now time.Time) KeyStatus {
 	return st
 }
 
+// SetActive starts (true) or stops (false) deliveries, leaving the watch of
+// the queue running: a shaper that does not own a policy's drain still knows
+// its keys' depths. Steps in flight finish. On activation every key with
+// jobs reads its head again, since another drainer may have delivered some.
+func (d *Drainer) SetActive(active bool) {
+	d.mu.Lock()
+	if d.active != active {
+		d.active = active
+		now := time.Now()
+		for _, k := range d.keys {
+			if k.busy {
+				continue
+			}
+			k.held, k.bury, k.fails, k.history = nil, "", 0, nil
+			k.reserved = false
+			if active && k.depth > 0 {
+				k.fetch, k.fetchAt = true, now
+			}
+			d.place(k)
+		}
+	}
+	d.mu.Unlock()
+	d.wakeScheduler()
+}
+
+// Active reports whether the Drainer delivers.
+func (d *Drainer) Active() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.active
+}
+
 // Interval returns the time between two deliveries of one key.
 func (d *Drainer) Interval() time.Duration {
 	d.mu.Lock()
@@ -294,7 +358,7 @@ func (d *Drainer) notice(n queue.Notice) {
 	switch {
 	case k.busy:
 		k.wake = true
-	case k.held == nil && !k.fetch:
+	case k.held == nil && !k.fetch && d.active:
 		k.fetch = true
 		k.fetchAt = time.Now()
 		d.place(k)

@@ -22,7 +22,9 @@ type keyState struct {
 	held     *queue.Msg // the head job, read ahead of its slot
 	due      time.Time  // when held may start (its slot)
 	reserved bool       // due is a slot already reserved under the policy's total cap
-	fails    int        // consecutive failed deliveries of held
+	fails    int        // failed attempts of held that count
+	history  []string   // what happened to held, for the dead letter
+	bury     string     // dead-letter held with this reason
 	next     time.Time  // earliest start of the key's next delivery (pacing)
 	from     uint64     // read the head from this sequence on
 

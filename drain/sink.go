@@ -52,15 +52,34 @@ type Sink interface {
 var ErrDelivery = errors.New("delivery failed")
 
 // RetryAfterError is returned by a sink whose downstream asked to be left
-// alone for a while (HTTP 429 or 503 with Retry-After). It wraps ErrDelivery.
+// alone for a while (HTTP 429 or 503 with Retry-After): the drainer pauses
+// that key, and only that key, for After. It wraps ErrDelivery.
 type RetryAfterError struct {
 	After time.Duration
 	Cause string
+	// NotAttempted says the sink did not try at all (it knew the downstream
+	// had no room): the pause is not a failed attempt.
+	NotAttempted bool
 }
 
 func (e *RetryAfterError) Error() string {
-	return fmt.Sprintf("%v: downstream asked to retry after %v: %s", ErrDelivery, e.After, e.Cause)
+	return fmt.Sprintf("%v: retry after %v: %s", ErrDelivery, e.After, e.Cause)
 }
+
+// GiveUpError is returned by a sink that knows the job can never be
+// delivered (its deadline passed, say): the drainer dead-letters it at once
+// with Reason. It wraps ErrDelivery.
+type GiveUpError struct {
+	Reason string
+	Cause  string
+}
+
+func (e *GiveUpError) Error() string {
+	return fmt.Sprintf("%v: giving up (%s): %s", ErrDelivery, e.Reason, e.Cause)
+}
+
+// Unwrap returns ErrDelivery.
+func (e *GiveUpError) Unwrap() error { return ErrDelivery }
 
 // Unwrap returns ErrDelivery.
 func (e *RetryAfterError) Unwrap() error { return ErrDelivery }

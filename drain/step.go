@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shaper-dev/shaper/queue"
@@ -15,6 +17,9 @@ import (
 type step struct {
 	k         *keyState
 	deliver   *queue.Msg
+	bury      *queue.Msg // dead-letter this job instead of delivering it
+	reason    string
+	history   []string
 	scheduled time.Time
 	remove    []uint64
 	read      bool
@@ -24,6 +29,7 @@ type step struct {
 	// results
 	started  time.Time
 	err      error
+	buryErr  error
 	removeOK bool
 	head     *queue.Msg
 	readErr  error
@@ -60,14 +66,17 @@ func (d *Drainer) schedule(ctx context.Context) {
 func (d *Drainer) due(now time.Time) ([]*step, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.draining {
+	if d.draining || !d.active {
 		return nil, time.Hour
 	}
 	var steps []*step
 	for d.heap.Len() > 0 && !d.heap[0].at.After(now) {
 		k := heap.Pop(&d.heap).(*keyState)
 		s := &step{k: k}
-		if k.held != nil && !k.due.After(now) {
+		if k.held != nil && k.bury != "" && !k.due.After(now) {
+			s.bury, s.reason, s.history = k.held, k.bury, k.history
+			s.read, s.from = true, k.held.Seq+1
+		} else if k.held != nil && !k.due.After(now) {
 			if d.totalIv > 0 && !k.reserved {
 				slot := maxTime(k.due, d.totalNext)
 				if slot.After(now) {
@@ -85,14 +94,14 @@ func (d *Drainer) due(now time.Time) ([]*step, time.Duration) {
 			s.subject = d.pol.DeliverSubject() + "." + k.token
 			s.read, s.from = true, k.held.Seq+1
 		}
-		if len(k.pend) > 0 && (s.deliver != nil || !k.pendingAt.After(now)) {
+		if len(k.pend) > 0 && (s.deliver != nil || s.bury != nil || !k.pendingAt.After(now)) {
 			s.remove = append([]uint64(nil), k.pend...)
 		}
 		if k.fetch && !k.fetchAt.After(now) && k.held == nil {
 			s.read, s.from = true, k.from
 			k.fetch = false
 		}
-		if s.deliver == nil && s.remove == nil && !s.read {
+		if s.deliver == nil && s.bury == nil && s.remove == nil && !s.read {
 			d.place(k) // nothing due (draining, or only pacing lapsed)
 			continue
 		}
@@ -124,12 +133,24 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 	if s.deliver != nil {
 		s.started = time.Now()
 		s.err = d.sink.Deliver(ctx, &Delivery{Policy: d.q.Policy(), Subject: s.subject, Msg: s.deliver})
-		if d.cfg.OnDeliver != nil {
+		if s.err == nil && d.cfg.OnDeliver != nil {
 			d.cfg.OnDeliver(Event{Key: s.deliver.Key, ID: s.deliver.ID, Attempt: s.deliver.Attempt,
-				Scheduled: s.scheduled, Started: s.started, Err: s.err})
+				Scheduled: s.scheduled, Started: s.started})
 		}
 		if s.err != nil {
 			s.read = false
+		}
+	}
+	if s.bury != nil {
+		s.buryErr = d.cfg.DeadLetter(ctx, s.bury, s.reason, s.history)
+		if s.buryErr == nil {
+			s.buryErr = d.q.Remove(ctx, s.bury.Seq)
+		}
+		if s.buryErr != nil {
+			s.read = false
+			d.log.Warn("drain: dead-letter", "key", s.k.name, "job", s.bury.ID, "reason", s.reason, "err", s.buryErr)
+		} else if d.cfg.OnDeliver != nil {
+			d.cfg.OnDeliver(Event{Key: s.bury.Key, ID: s.bury.ID, Attempt: s.bury.Attempt, Reason: s.reason, Started: time.Now()})
 		}
 	}
 	if len(s.remove) > 0 {
@@ -165,23 +186,24 @@ func (d *Drainer) complete(s *step) {
 	if s.deliver != nil {
 		if s.err == nil {
 			d.delivered.Add(1)
-			k.fails = 0
+			k.fails, k.history = 0, nil
 			k.held = nil
 			k.next = nextSlot(s.scheduled, s.started, d.interval)
 			k.from = s.deliver.Seq + 1
 			k.pend = append(k.pend, s.deliver.Seq)
 			k.pendingAt = s.started.Add(d.hold)
 		} else {
-			d.failed.Add(1)
-			k.fails++
-			wait := d.retryWait(k.fails)
-			var ra *RetryAfterError
-			if errors.As(s.err, &ra) {
-				wait = ra.After
-			}
-			k.due = now.Add(wait)
-			k.held.Attempt++
-			d.log.Warn("drain: delivery failed", "key", k.name, "job", k.held.ID, "attempt", k.held.Attempt-1, "retry_in", wait, "err", s.err)
+			d.failed(k, s, now)
+		}
+	}
+	if s.bury != nil {
+		if s.buryErr == nil {
+			k.held, k.bury, k.fails, k.history = nil, "", 0, nil
+			k.from = s.bury.Seq + 1
+			d.removed(k, s.bury.Seq)
+			d.dead.Add(1)
+		} else {
+			k.due = now.Add(retryRead)
 		}
 	}
 	if s.read {
@@ -214,3 +236,71 @@ func (d *Drainer) complete(s *step) {
 	d.place(k)
 	d.wakeScheduler()
 }
+
+// failed applies a failed delivery of k's held job: it decides whether the
+// failure counts, when to try again, and whether to give up.
+func (d *Drainer) failed(k *keyState, s *step, now time.Time) {
+	d.failedN.Add(1)
+	var (
+		ra     *RetryAfterError
+		gu     *GiveUpError
+		wait   time.Duration
+		counts = true
+	)
+	switch {
+	case errors.As(s.err, &gu):
+		k.bury = gu.Reason
+	case errors.As(s.err, &ra) && ra.NotAttempted:
+		wait, counts = ra.After, false
+	case errors.As(s.err, &ra) && !d.cfg.CountPauses:
+		wait, counts = ra.After, false
+		k.held.Attempt++
+	default:
+		k.held.Attempt++
+		wait = d.retryWait(k.fails + 1)
+		if ra != nil {
+			wait = min(max(wait, ra.After), max(d.pol.Retry.MaxBackoff, d.pol.Retry.Backoff))
+		}
+	}
+	if counts && k.bury == "" {
+		k.fails++
+		if n := d.pol.Retry.Attempts; n > 0 && k.fails >= n && d.cfg.DeadLetter != nil {
+			k.bury = d.cfg.FailReason
+		}
+	}
+	if dl := d.pol.Retry.Deadline; dl > 0 && k.bury == "" && d.cfg.DeadLetter != nil {
+		end := k.held.EnqueuedAt.Add(dl)
+		if !now.Before(end) {
+			k.bury = ReasonDeadline
+		} else if now.Add(wait).After(end) {
+			wait = end.Sub(now) // look again when the deadline passes
+		}
+	}
+	if k.bury != "" {
+		wait = 0
+		if d.cfg.DeadLetter == nil {
+			k.bury = "" // nowhere to put it: keep retrying
+			wait = d.retryWait(k.fails)
+		}
+	}
+	k.due = now.Add(wait)
+	if ra != nil && ra.NotAttempted {
+		// Waiting for room is not an attempt; say once that it waited.
+		if n := len(k.history); n == 0 || !strings.Contains(k.history[n-1], " waiting: ") {
+			k.history = append(k.history, fmt.Sprintf("%s waiting: %s", s.started.UTC().Format(time.RFC3339Nano), ra.Cause))
+		}
+	} else {
+		k.history = append(k.history, fmt.Sprintf("%s attempt %d: %v", s.started.UTC().Format(time.RFC3339Nano), k.held.Attempt-1, s.err))
+		if len(k.history) > maxHistory {
+			k.history = k.history[len(k.history)-maxHistory:]
+		}
+		d.log.Warn("drain: delivery failed", "key", k.name, "job", k.held.ID, "failures", k.fails, "retry_in", wait, "err", s.err)
+	}
+	if d.cfg.OnDeliver != nil {
+		d.cfg.OnDeliver(Event{Key: k.held.Key, ID: k.held.ID, Attempt: k.held.Attempt, Scheduled: s.scheduled,
+			Started: s.started, Err: s.err, RetryAt: k.due})
+	}
+}
+
+// maxHistory bounds the attempts a dead letter recounts.
+const maxHistory = 32

@@ -56,7 +56,7 @@
 //   - admit: an admission limit checked per key before the queue. algorithm
 //     is one of gcra, token_bucket, fixed_window, sliding_log and
 //     sliding_window; limit is a rate, whose N must be a whole number for the
-//     three windowed algorithms; burst (0 or more) is the extra allowance of
+//     three windowed algorithms; burst (0 or more; 0 means N) is the bucket size — how many jobs an idle key may submit at once — of
 //     gcra and token_bucket and is refused for the others; shadow: true only
 //     counts what would be rejected; fail says what happens when the limiter
 //     backend fails: "open" admits, "closed" rejects.

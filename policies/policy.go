@@ -93,7 +93,8 @@ type Admit struct {
 	Algorithm string `json:"algorithm"`
 	// Limit is how many jobs per period a key may submit.
 	Limit Rate `json:"limit"`
-	// Burst is the extra allowance of the two bucket algorithms (0 means Limit.N).
+	// Burst is the bucket size of the two bucket algorithms: how many jobs an
+	// idle key may submit at once (0 means Limit.N). The bucket refills at Limit.
 	Burst int `json:"burst,omitempty"`
 	// Shadow only counts what would be rejected, and admits it.
 	Shadow bool `json:"shadow,omitempty"`

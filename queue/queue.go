@@ -170,7 +170,7 @@ type Job struct {
 	Payload    []byte      // the body, at most MaxPayload bytes
 	EnqueuedAt time.Time   // when the job was first accepted
 	Attempt    int         // delivery attempt, 1-based; 0 means 1
-	Header     nats.Header // extra headers to keep (traceparent…); may be nil
+	Header     nats.Header // extra headers to keep (traceparent…; Nats-* ones are dropped); may be nil
 }
 
 // Receipt tells where an admitted job was stored.
@@ -200,7 +200,9 @@ func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
 	}
 	m := &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: nats.Header{}}
 	for k, v := range job.Header {
-		m.Header[k] = v
+		if !strings.HasPrefix(k, "Nats-") { // JetStream's own, set per publish
+			m.Header[k] = v
+		}
 	}
 	if job.EnqueuedAt.IsZero() {
 		job.EnqueuedAt = time.Now()

@@ -99,6 +99,7 @@ func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error
 	if err != nil {
 		return nil, fmt.Errorf("shaper: --redis-url: %w", err)
 	}
+	opts.ContextTimeoutEnabled = true // let the limiter's per-decision timeout cut a hung Redis short
 	opts.DialTimeout = 500 * time.Millisecond
 	opts.ReadTimeout = 200 * time.Millisecond
 	opts.WriteTimeout = 200 * time.Millisecond

@@ -60,6 +60,10 @@ type Config struct {
 	// producer gets 503. Default queue.DefaultTimeout.
 	Timeout time.Duration
 
+	// JobTTL is how long GET /v1/jobs/{id} knows a job after its last
+	// change. Default DefaultJobTTL.
+	JobTTL time.Duration
+
 	// Logger receives the Shaper's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -85,6 +89,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.JobTTL <= 0 {
+		c.JobTTL = DefaultJobTTL
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

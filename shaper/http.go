@@ -16,7 +16,12 @@ import (
 // Handler returns the Shaper's HTTP API:
 //
 //	POST /v1/jobs/{policy}/{key}   submit a job (body = payload)
+//	GET  /v1/jobs/{id}             a job's status: queued, deferred, delivered or dead
 //	GET  /v1/policies              every policy with its live figures
+//	GET  /v1/dead?policy=&key=&reason=&limit=     dead letters
+//	GET  /v1/dead/{policy}/{seq}   one dead letter with its payload
+//	POST /v1/dead/replay?policy=&key=&reason=     submit dead letters again
+//	DELETE /v1/dead?policy=&key=&reason=          purge dead letters
 //	GET  /v1/policies/{name}       one policy
 //	GET  /healthz                  the process is alive
 //	GET  /readyz                   the Shaper accepts jobs (JetStream reachable)
@@ -33,6 +38,11 @@ func (s *Shaper) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /v1/jobs/{id}", s.handleJob)
+	mux.HandleFunc("GET /v1/dead", s.handleDeadList)
+	mux.HandleFunc("GET /v1/dead/{policy}/{seq}", s.handleDeadShow)
+	mux.HandleFunc("POST /v1/dead/replay", s.handleDeadReplay)
+	mux.HandleFunc("DELETE /v1/dead", s.handleDeadPurge)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	return mux
 }

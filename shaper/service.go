@@ -34,10 +34,11 @@ type Shaper struct {
 	set      *policies.Set
 	runtimes map[string]*runtime
 
-	srv *server.Server        // embedded JetStream, nil with an external one
-	rdb redis.UniversalClient // admission limiter state, nil without Redis
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	jobs *jobStore             // job records for GET /v1/jobs/{id}
+	srv  *server.Server        // embedded JetStream, nil with an external one
+	rdb  redis.UniversalClient // admission limiter state, nil without Redis
+	nc   *nats.Conn
+	js   jetstream.JetStream
 
 	httpAddr atomic.Value // string, once listening
 	ready    chan struct{}
@@ -51,11 +52,14 @@ type runtime struct {
 	q       *queue.Queue
 	d       *drain.Drainer
 	admit   limiter.Limiter // nil without an admit block
+	deferQ  *queue.Queue    // deferred jobs
+	deferD  *drain.Drainer  // re-admits deferred jobs
 	counter counters
 }
 
 type counters struct {
 	admitted, duplicates, rejected, unavailable atomic.Uint64
+	deferred, readmitted                        atomic.Uint64
 	limited, shadowLimited, limiterErrors       atomic.Uint64
 }
 
@@ -205,6 +209,10 @@ func (s *Shaper) disconnect() {
 }
 
 func (s *Shaper) openPolicies(ctx context.Context) error {
+	var err error
+	if s.jobs, err = openJobStore(ctx, s.js, s.cfg.JobTTL, s.cfg.Replicas, s.log); err != nil {
+		return err
+	}
 	for _, p := range s.set.Policies() {
 		rt, err := s.openPolicy(ctx, p)
 		if err != nil {
@@ -236,8 +244,21 @@ func (s *Shaper) openPolicy(ctx context.Context, p policies.Policy) (*runtime, e
 	if rt.admit, err = newAdmission(p, s.rdb, s.cfg); err != nil {
 		return nil, fmt.Errorf("shaper: policy %q: admit: %w", p.Name, err)
 	}
-	rt.d = drain.New(q, sink, p, drain.Config{Workers: s.cfg.Workers, Logger: s.log})
+	if err := s.openDead(ctx, p.Name); err != nil {
+		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
+	}
+	rt.d = drain.New(q, sink, p, drain.Config{
+		Workers:    s.cfg.Workers,
+		Logger:     s.log,
+		DeadLetter: s.deadLetterFunc(rt, "queue"),
+		FailReason: drain.ReasonDelivery,
+		OnDeliver:  s.recordDelivery(rt),
+	})
+	if err := s.openDeferral(ctx, rt, p); err != nil {
+		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
+	}
 	rt.d.Start(ctx)
+	rt.deferD.Start(ctx)
 	return rt, nil
 }
 
@@ -271,14 +292,33 @@ func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, er
 func (s *Shaper) stopDrainers(ctx context.Context) {
 	var wg sync.WaitGroup
 	for name, rt := range s.runtimes {
-		wg.Go(func() {
-			if err := rt.d.Drain(ctx); err != nil {
-				s.log.Warn("drain at shutdown", "policy", name, "err", err)
+		for _, d := range []*drain.Drainer{rt.d, rt.deferD} {
+			if d == nil {
+				continue
 			}
-			rt.d.Stop()
-		})
+			wg.Go(func() {
+				if err := d.Drain(ctx); err != nil {
+					s.log.Warn("drain at shutdown", "policy", name, "err", err)
+				}
+				d.Stop()
+			})
+		}
 	}
 	wg.Wait()
+}
+
+// recordDelivery keeps job records of delivered and failing jobs.
+func (s *Shaper) recordDelivery(rt *runtime) func(drain.Event) {
+	return func(e drain.Event) {
+		switch {
+		case e.Reason != "":
+			// dead-lettered: recorded by deadLetterFunc
+		case e.Err == nil:
+			s.jobs.put(jobRecord{ID: e.ID, Policy: rt.pol.Load().Name, Key: e.Key, Status: statusDelivered, Attempts: e.Attempt})
+		default:
+			s.jobs.put(jobRecord{ID: e.ID, Policy: rt.pol.Load().Name, Key: e.Key, Status: statusQueued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()})
+		}
+	}
 }
 
 // runtime returns the runtime of the named policy, or nil.

@@ -84,7 +84,13 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 	h := nats.Header{}
 	h.Set(queue.HeaderTrace, traceparent(sub.traceparent))
 	now := time.Now()
-	rec, err := rt.q.Admit(ctx, queue.Job{ID: id, Key: sub.key, Payload: sub.payload, EnqueuedAt: now, Header: h})
+	job := queue.Job{ID: id, Key: sub.key, Payload: sub.payload, EnqueuedAt: now, Header: h}
+	defers := p.Overflow == policies.OverflowDefer
+	if defers && rt.deferD.Key(token, now).Queued > 0 {
+		// Deferred jobs of this key go first: a slot that frees is theirs.
+		return s.deferJob(ctx, rt, p, token, job, now)
+	}
+	rec, err := rt.q.Admit(ctx, job)
 	base := outcome{ID: id, Policy: p.Name, Key: sub.key}
 	switch {
 	case err == nil:
@@ -92,8 +98,11 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 			rt.counter.duplicates.Add(1)
 		} else {
 			rt.counter.admitted.Add(1)
+			s.jobs.put(jobRecord{ID: id, Policy: p.Name, Key: sub.key, Status: statusQueued})
 		}
 		return s.accepted(rt, p, token, base, rec, now)
+	case errors.Is(err, queue.ErrFull) && defers:
+		return s.deferJob(ctx, rt, p, token, job, now)
 	case errors.Is(err, queue.ErrFull):
 		rt.counter.rejected.Add(1)
 		return s.full(rt, p, token, base, now)

@@ -1,0 +1,420 @@
+package shaper_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// hook is a webhook downstream recording deliveries per key.
+type hook struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got map[string][]hookHit
+	// answer, when set, decides the status and Retry-After of a delivery.
+	answer atomic.Pointer[func(key string) (int, string)]
+}
+
+type hookHit struct {
+	id, body string
+	at       time.Time
+}
+
+func newHook(t *testing.T) *hook {
+	h := &hook{got: map[string][]hookHit{}}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get(queue.HeaderKey)
+		if f := h.answer.Load(); f != nil {
+			if code, ra := (*f)(key); code != http.StatusOK {
+				if ra != "" {
+					w.Header().Set("Retry-After", ra)
+				}
+				w.WriteHeader(code)
+				return
+			}
+		}
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Body.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		h.mu.Lock()
+		h.got[key] = append(h.got[key], hookHit{id: r.Header.Get(queue.HeaderJobID), body: b.String(), at: time.Now()})
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hook) set(f func(key string) (int, string)) { h.answer.Store(&f) }
+
+func (h *hook) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, hs := range h.got {
+		n += len(hs)
+	}
+	return n
+}
+
+func (h *hook) hits(key string) []hookHit {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]hookHit(nil), h.got[key]...)
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDeferKeepsEveryJob(t *testing.T) {
+	h := newHook(t)
+	r := start(t, fmt.Sprintf(`
+policies:
+  - name: d
+    outflow: 50/s
+    queue: 5
+    overflow: defer
+    deliver: {webhook: %q}
+`, h.srv.URL))
+	var (
+		mu       sync.Mutex
+		accepted int
+		deferred []string
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	for i := range 100 {
+		wg.Go(func() {
+			a := r.post(t, "d", "k", []byte(fmt.Sprint(i)))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case a.code == http.StatusAccepted:
+				accepted++
+			case a.code == http.StatusTooManyRequests && a.body["deferred"] == true && a.body["id"] != "":
+				deferred = append(deferred, a.body["id"].(string))
+				if ra, _ := a.body["retry_after_ms"].(float64); ra <= 0 || a.header.Get("Retry-After") == "" {
+					t.Errorf("deferred 429 without the expected time: %v %v", a.body, a.header)
+				}
+			default:
+				t.Errorf("POST = %d %v, want 202 or 429 deferred", a.code, a.body)
+			}
+		})
+	}
+	wg.Wait()
+	if accepted != 5 || len(deferred) != 95 {
+		t.Fatalf("100 submissions to a queue of 5: %d × 202, %d × 429 deferred; want 5 and 95", accepted, len(deferred))
+	}
+	waitFor(t, "100 deliveries", 20*time.Second, func() bool { return h.total() >= 100 })
+	took := time.Since(start)
+	time.Sleep(300 * time.Millisecond) // let duplicates, if any, arrive
+	hits := h.hits("k")
+	seen := map[string]int{}
+	for _, hh := range hits {
+		seen[hh.id]++
+	}
+	dups := len(hits) - len(seen)
+	if len(seen) != 100 || dups != 0 {
+		t.Errorf("delivered %d distinct jobs with %d duplicates, want 100 and 0", len(seen), dups)
+	}
+	for _, id := range deferred {
+		if seen[id] == 0 {
+			t.Errorf("deferred job %s never delivered", id)
+		}
+	}
+	// 100 jobs at 50/s take 2 s; allow a few seconds more, never faster.
+	if took > 6*time.Second {
+		t.Errorf("100 jobs at 50/s took %v, want within a few seconds of 2 s", took)
+	}
+	for i := range hits {
+		j := i
+		for j > 0 && hits[i].at.Sub(hits[j-1].at) < time.Second {
+			j--
+		}
+		if n := i - j + 1; n > 52 {
+			t.Fatalf("%d deliveries within one second, faster than 50/s", n)
+		}
+	}
+	span := hits[len(hits)-1].at.Sub(hits[0].at)
+	if span < 1900*time.Millisecond {
+		t.Errorf("100 deliveries in %v: faster than 50/s", span)
+	}
+	// The job records know the outcome.
+	var rec map[string]any
+	resp, err := http.Get(r.base + "/v1/jobs/" + deferred[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&rec)
+	resp.Body.Close()
+	if rec["status"] != "delivered" {
+		t.Errorf("GET /v1/jobs/%s = %v, want status delivered", deferred[0], rec)
+	}
+	resp, _ = http.Get(r.base + "/v1/jobs/nosuchjob")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /v1/jobs/nosuchjob = %d, want 404", resp.StatusCode)
+	}
+}
+
+// A key whose webhook answers 503 with Retry-After pauses alone: other keys
+// keep their rate, and after recovery the paused key's jobs are delivered in
+// order, none lost.
+func TestWebhookPausePausesOnlyItsKey(t *testing.T) {
+	h := newHook(t)
+	recoverAt := time.Now().Add(5 * time.Second)
+	h.set(func(key string) (int, string) {
+		if key == "slow" && time.Now().Before(recoverAt) {
+			return http.StatusServiceUnavailable, "2"
+		}
+		return http.StatusOK, ""
+	})
+	r := start(t, fmt.Sprintf(`
+policies:
+  - name: p
+    outflow: 10/s
+    queue: 20
+    deliver: {webhook: %q}
+`, h.srv.URL))
+	for i := range 5 {
+		r.post(t, "p", "slow", []byte(fmt.Sprint("s", i)))
+	}
+	t0 := time.Now()
+	for i := range 10 {
+		if a := r.post(t, "p", "fast", []byte(fmt.Sprint("f", i))); a.code != http.StatusAccepted {
+			t.Fatalf("POST fast = %d", a.code)
+		}
+	}
+	waitFor(t, "fast key delivered", 5*time.Second, func() bool { return len(h.hits("fast")) == 10 })
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("10 jobs of the fast key at 10/s took %v while slow was paused, want about 0.9 s", d)
+	}
+	if n := len(h.hits("slow")); n != 0 {
+		t.Fatalf("slow delivered %d jobs while its webhook answered 503", n)
+	}
+	waitFor(t, "slow's jobs after recovery", 15*time.Second, func() bool { return len(h.hits("slow")) == 5 })
+	hits := h.hits("slow")
+	for i, hh := range hits {
+		if want := fmt.Sprint("s", i); hh.body != want {
+			t.Errorf("slow delivery %d = %q, want %q (in order)", i, hh.body, want)
+		}
+		if hh.at.Before(recoverAt) {
+			t.Errorf("slow delivery %d at %v, before the webhook recovered", i, hh.at)
+		}
+	}
+	if st := r.Status()[0]; st.Dead != 0 || st.Failed == 0 {
+		t.Errorf("status = dead %d, failed %d; want 0 dead and some paused attempts", st.Dead, st.Failed)
+	}
+}
+
+// Jobs that cannot be delivered before their retry.deadline — queued ones
+// whose webhook keeps refusing, deferred ones whose queue stays full — end
+// in the dead-letter stream with reason, history and payload; replay brings
+// them back through the normal path and they are delivered once there is room.
+func TestDeadLetterAndReplay(t *testing.T) {
+	h := newHook(t)
+	var down atomic.Bool
+	down.Store(true)
+	h.set(func(key string) (int, string) {
+		if down.Load() {
+			return http.StatusServiceUnavailable, "1"
+		}
+		return http.StatusOK, ""
+	})
+	r := start(t, fmt.Sprintf(`
+policies:
+  - name: d
+    outflow: 10/s
+    queue: 2
+    overflow: defer
+    retry: {attempts: 2, deadline: 2s, backoff: 100ms, max_backoff: 500ms}
+    deliver: {webhook: %q}
+`, h.srv.URL))
+	deferred := 0
+	for i := range 6 {
+		if a := r.post(t, "d", "k", []byte(fmt.Sprint("j", i))); a.body["deferred"] == true {
+			deferred++
+		}
+	}
+	if deferred != 4 {
+		t.Fatalf("%d of 6 jobs deferred, want 4 (queue 2)", deferred)
+	}
+	var dead []map[string]any
+	waitFor(t, "6 dead letters", 15*time.Second, func() bool {
+		resp, err := http.Get(r.base + "/v1/dead?policy=d")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var body struct{ Dead []map[string]any }
+		json.NewDecoder(resp.Body).Decode(&body)
+		dead = body.Dead
+		return len(dead) == 6
+	})
+	for _, d := range dead {
+		hist, _ := d["history"].([]any)
+		if d["key"] != "k" || (d["reason"] != "deadline" && d["reason"] != "attempts") || d["id"] == "" || len(hist) == 0 {
+			t.Errorf("dead letter %v, want key k, reason deadline or attempts, an id and a history", d)
+		}
+	}
+	// show carries the payload; the job record says dead.
+	resp, err := http.Get(fmt.Sprintf("%s/v1/dead/d/%v", r.base, dead[0]["seq"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one map[string]any
+	json.NewDecoder(resp.Body).Decode(&one)
+	resp.Body.Close()
+	if p, _ := one["payload"].(string); !strings.HasPrefix(p, "j") {
+		t.Errorf("GET /v1/dead/d/%v = %v, want the payload", dead[0]["seq"], one)
+	}
+	resp, _ = http.Get(r.base + "/v1/jobs/" + dead[0]["id"].(string))
+	var rec map[string]any
+	json.NewDecoder(resp.Body).Decode(&rec)
+	resp.Body.Close()
+	if rec["status"] != "dead" || rec["reason"] == "" {
+		t.Errorf("job record of a dead job = %v, want status dead with a reason", rec)
+	}
+	if st := r.Status()[0]; st.Dead != 6 {
+		t.Errorf("status dead = %d, want 6", st.Dead)
+	}
+	if n := h.total(); n != 0 {
+		t.Fatalf("%d deliveries while the webhook refused", n)
+	}
+	down.Store(false)
+	resp, err = http.Post(r.base+"/v1/dead/replay?policy=d", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct{ Matched, Done int }
+	json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if rep.Matched != 6 || rep.Done != 6 {
+		t.Errorf("replay = %+v, want 6 matched and done", rep)
+	}
+	waitFor(t, "replayed jobs delivered", 15*time.Second, func() bool { return h.total() == 6 })
+	got := map[string]bool{}
+	for _, hh := range h.hits("k") {
+		got[hh.body] = true
+	}
+	for i := range 6 {
+		if !got[fmt.Sprint("j", i)] {
+			t.Errorf("job j%d never delivered after replay", i)
+		}
+	}
+	if st := r.Status()[0]; st.Dead != 0 {
+		t.Errorf("status dead after replay = %d, want 0", st.Dead)
+	}
+}
+
+// 10,000 deferred jobs on 100 keys re-enter without any key going past its
+// queue size or rate, and other keys' fresh submissions still get in.
+func TestDeferRetryStorm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("storm test: -short")
+	}
+	h := newHook(t)
+	r := start(t, fmt.Sprintf(`
+policies:
+  - name: storm
+    outflow: 20/s
+    queue: 5
+    overflow: defer
+    retry: {deadline: 5m}
+    deliver: {webhook: %q}
+`, h.srv.URL))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Watch the queue depth of every key while the storm drains.
+	var maxDepth atomic.Int64
+	go func() {
+		for ctx.Err() == nil {
+			for _, d := range r.Depths(ctx, "storm") {
+				if int64(d) > maxDepth.Load() {
+					maxDepth.Store(int64(d))
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	jobs := make(chan [2]int)
+	var wg sync.WaitGroup
+	var deferredN, acceptedN atomic.Int64
+	for range 32 {
+		wg.Go(func() {
+			for j := range jobs {
+				a := r.post(t, "storm", fmt.Sprint("s", j[0]), []byte(fmt.Sprint(j[1])))
+				switch {
+				case a.code == http.StatusAccepted:
+					acceptedN.Add(1)
+				case a.code == http.StatusTooManyRequests && a.body["deferred"] == true:
+					deferredN.Add(1)
+				default:
+					t.Errorf("storm POST = %d %v", a.code, a.body)
+				}
+			}
+		})
+	}
+	for i := range 100 {
+		for k := range 100 {
+			jobs <- [2]int{k, i}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	t.Logf("storm: %d accepted, %d deferred", acceptedN.Load(), deferredN.Load())
+	// Fresh submissions to other keys get in while 100 keys retry.
+	for i := range 20 {
+		start := time.Now()
+		if a := r.post(t, "storm", fmt.Sprint("fresh", i), []byte("x")); a.code != http.StatusAccepted {
+			t.Errorf("fresh submission during the storm = %d %v, want 202", a.code, a.body)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("fresh submission took %v during the storm", d)
+		}
+	}
+	waitFor(t, "10,020 deliveries", 60*time.Second, func() bool { return h.total() >= 10020 })
+	cancel()
+	if m := maxDepth.Load(); m > 5 {
+		t.Errorf("a key held %d jobs, past its queue size 5", m)
+	}
+	for k := range 100 {
+		hits := h.hits(fmt.Sprint("s", k))
+		if len(hits) != 100 {
+			t.Errorf("key s%d: %d deliveries, want 100", k, len(hits))
+			continue
+		}
+		for i := range hits {
+			j := i
+			for j > 0 && hits[i].at.Sub(hits[j-1].at) < time.Second {
+				j--
+			}
+			if n := i - j + 1; n > 22 {
+				t.Errorf("key s%d: %d deliveries within one second, past 20/s", k, n)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package shaper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultJobTTL is how long a job record answers GET /v1/jobs/{id} after its
+// last change.
+const DefaultJobTTL = 24 * time.Hour
+
+// Job statuses beyond the submission ones.
+const (
+	statusDelivered = "delivered"
+	statusDead      = "dead"
+)
+
+// jobRecord is what GET /v1/jobs/{id} shows.
+type jobRecord struct {
+	ID        string    `json:"id"`
+	Policy    string    `json:"policy"`
+	Key       string    `json:"key"`
+	Status    string    `json:"status"` // queued | deferred | delivered | dead
+	Deferrals int       `json:"deferrals,omitempty"`
+	Attempts  int       `json:"delivery_attempts,omitempty"`
+	NextTry   time.Time `json:"next_try,omitzero"`
+	Reason    string    `json:"reason,omitempty"`
+	LastError string    `json:"last_error,omitempty"`
+	History   []string  `json:"history,omitempty"`
+	Updated   time.Time `json:"updated"`
+}
+
+// jobStore keeps job records in a JetStream key-value bucket whose entries
+// expire after the job TTL. Writes are asynchronous publishes: they cost the
+// admission path no round trip, and a lost write only makes a record stale.
+type jobStore struct {
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	log *slog.Logger
+}
+
+const jobBucket = "SHAPER_JOBS"
+
+func openJobStore(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, log *slog.Logger) (*jobStore, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      jobBucket,
+		Description: "shaper job records",
+		TTL:         ttl,
+		History:     1,
+		Replicas:    replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shaper: job records: %w", err)
+	}
+	return &jobStore{js: js, kv: kv, log: log}, nil
+}
+
+func (j *jobStore) put(r jobRecord) {
+	if j == nil {
+		return
+	}
+	r.Updated = time.Now().UTC()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	if _, err := j.js.PublishAsync("$KV."+jobBucket+"."+r.ID, b); err != nil {
+		j.log.Debug("job record", "id", r.ID, "err", err)
+	}
+}
+
+func (j *jobStore) get(ctx context.Context, id string) (*jobRecord, error) {
+	e, err := j.kv.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var r jobRecord
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (s *Shaper) handleJob(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	rec, err := s.jobs.get(r.Context(), id)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, rec)
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrInvalidKey):
+		writeOutcome(w, failed(http.StatusNotFound, "no job "+quote(id)+" (unknown, or its record expired)"))
+	default:
+		o := failed(http.StatusServiceUnavailable, "job records unavailable: "+err.Error())
+		o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
+		writeOutcome(w, o)
+	}
+}
