@@ -53,6 +53,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			serveCommand(),
 			policiesCommand(),
 			statusCommand(),
+			deadCommand(),
 		},
 		Writer:          stdout,
 		ErrWriter:       stderr,

@@ -1,0 +1,128 @@
+package shaper_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/shaper"
+)
+
+var algorithms = []string{"gcra", "token_bucket", "fixed_window", "sliding_log", "sliding_window"}
+
+func admitPolicies() string {
+	var b strings.Builder
+	b.WriteString("policies:\n")
+	for _, alg := range algorithms {
+		fmt.Fprintf(&b, "  - name: %s\n    outflow: 100/s\n    queue: 100\n    admit: {algorithm: %s, limit: 3/2s}\n", alg, alg)
+	}
+	b.WriteString("  - name: shadow\n    outflow: 100/s\n    queue: 100\n    admit: {algorithm: fixed_window, limit: 3/2s, shadow: true}\n")
+	return b.String()
+}
+
+// checkAdmission runs the acceptance of an admit block of limit 3/2s: three
+// submissions of a key pass, the fourth is 429 with Retry-After before the
+// queue sees it, other keys are independent, and the key passes again after
+// the window.
+func checkAdmission(t *testing.T, r *running, policy string) {
+	t.Helper()
+	for i := range 3 {
+		if a := r.post(t, policy, "k", []byte("x")); a.code != http.StatusAccepted {
+			t.Fatalf("%s: submission %d = %d %v, want 202", policy, i+1, a.code, a.body)
+		}
+	}
+	a := r.post(t, policy, "k", []byte("x"))
+	if a.code != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" || a.body["deferred"] != false {
+		t.Fatalf("%s: 4th submission = %d %v (Retry-After %q), want 429 with Retry-After", policy, a.code, a.body, a.header.Get("Retry-After"))
+	}
+	if ra, _ := a.body["retry_after_ms"].(float64); ra <= 0 || ra > 2000 {
+		t.Errorf("%s: retry_after_ms = %v, want within the 2 s window", policy, a.body["retry_after_ms"])
+	}
+	if got := a.header.Get("X-Ratelimit-Limit"); got != "3" {
+		t.Errorf("%s: 429 X-Ratelimit-Limit = %q, want 3", policy, got)
+	}
+	if a := r.post(t, policy, "other", []byte("x")); a.code != http.StatusAccepted {
+		t.Errorf("%s: another key = %d, want 202 (keys independent)", policy, a.code)
+	}
+	for _, st := range r.Status() {
+		if st.Name == policy && (st.Admitted != 4 || st.Limited != 1) {
+			t.Errorf("%s: admitted %d limited %d, want 4 and 1 (the 4th never reached the queue)", policy, st.Admitted, st.Limited)
+		}
+	}
+	time.Sleep(2100 * time.Millisecond)
+	if a := r.post(t, policy, "k", []byte("x")); a.code != http.StatusAccepted {
+		t.Errorf("%s: after the window = %d %v, want 202", policy, a.code, a.body)
+	}
+}
+
+func TestAdmitLimitInMemory(t *testing.T) {
+	r := start(t, admitPolicies())
+	for _, alg := range algorithms {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			checkAdmission(t, r, alg)
+		})
+	}
+	t.Run("shadow", func(t *testing.T) {
+		t.Parallel()
+		for range 5 {
+			if a := r.post(t, "shadow", "k", []byte("x")); a.code != http.StatusAccepted {
+				t.Errorf("shadow limit refused a job: %d", a.code)
+			}
+		}
+		for _, st := range r.Status() {
+			if st.Name == "shadow" && st.Shadow != 2 {
+				t.Errorf("shadow_limited = %d, want 2", st.Shadow)
+			}
+		}
+	})
+}
+
+func TestAdmitLimitInRedis(t *testing.T) {
+	redis := testenv.StartRedis(t)
+	r := start(t, admitPolicies(), func(c *shaper.Config) { c.RedisURL = "redis://" + redis.Addr() })
+	for _, alg := range algorithms {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			checkAdmission(t, r, alg)
+		})
+	}
+}
+
+func TestAdmitRedisOutage(t *testing.T) {
+	redis := testenv.StartRedis(t)
+	r := start(t, `
+policies:
+  - name: open
+    outflow: 100/s
+    queue: 100
+    admit: {algorithm: gcra, limit: 1/m, fail: open}
+  - name: closed
+    outflow: 100/s
+    queue: 100
+    admit: {algorithm: gcra, limit: 1/m, fail: closed}
+`, func(c *shaper.Config) { c.RedisURL = "redis://" + redis.Addr() })
+	r.post(t, "open", "k", nil)
+	r.post(t, "closed", "k", nil)
+	redis.Stop()
+	start := time.Now()
+	if a := r.post(t, "open", "k2", nil); a.code != http.StatusAccepted {
+		t.Errorf("fail open with Redis down = %d %v, want 202", a.code, a.body)
+	}
+	if a := r.post(t, "closed", "k2", nil); a.code != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" {
+		t.Errorf("fail closed with Redis down = %d %v, want 503 with Retry-After", a.code, a.body)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("two decisions with Redis down took %v, want them bounded by the limiter timeout", d)
+	}
+	redis.Start()
+	waitFor(t, "limiter recovers when Redis returns", 10*time.Second, func() bool {
+		return r.post(t, "closed", "k3", nil).code == http.StatusAccepted
+	})
+	if a := r.post(t, "closed", "k3", nil); a.code != http.StatusTooManyRequests {
+		t.Errorf("after recovery a second job of k3 = %d, want 429 (limits enforced again)", a.code)
+	}
+}
