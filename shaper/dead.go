@@ -66,7 +66,7 @@ func (s *Shaper) deadLetterFunc(rt *runtime, from string) func(context.Context, 
 		h.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
 		h.Set(HeaderDeadHistory, string(hist))
 		h.Set(HeaderDeadFrom, from)
-		h.Set(queue.HeaderAttempt, strconv.Itoa(m.Attempt))
+		h.Set(queue.HeaderAttempt, strconv.Itoa(m.Attempt-1)) // attempts made
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		msg := &nats.Msg{Subject: deadSubject(p.Name, m.Token), Data: m.Payload, Header: h}
@@ -78,7 +78,7 @@ func (s *Shaper) deadLetterFunc(rt *runtime, from string) func(context.Context, 
 		if from == "deferred" {
 			rec.Deferrals = m.Attempt - 1
 		} else {
-			rec.Attempts = m.Attempt
+			rec.Attempts = m.Attempt - 1
 		}
 		s.jobs.put(rec)
 		s.log.Warn("job dead-lettered", "policy", p.Name, "key", m.Key, "job", m.ID, "reason", reason)

@@ -50,7 +50,7 @@ func deadCommand() *cli.Command {
 					for _, d := range body.Dead {
 						last := ""
 						if n := len(d.History); n > 0 {
-							last = d.History[n-1]
+							_, last, _ = strings.Cut(d.History[n-1], " ") // drop the timestamp
 						}
 						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Policy, d.Seq, printable(d.Key), d.ID, d.Reason, d.From, d.Attempts, d.At.Format(time.RFC3339), printable(last))
 					}
@@ -157,8 +157,8 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
-	if r := []rune(s); len(r) > 60 {
-		s = string(r[:60]) + "…"
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:80]) + "…"
 	}
 	return s
 }

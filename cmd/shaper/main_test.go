@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper"
+)
+
+func runCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := newApp(&out, &errOut).RunContext(context.Background(), append([]string{"shaper"}, args...))
+	return out.String(), errOut.String(), err
+}
+
+func exitCode(err error) int {
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func TestPoliciesCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n"), 0o644)
+	out, _, err := runCLI(t, "policies", "check", good)
+	if err != nil || !strings.Contains(out, "1 policies OK") {
+		t.Errorf("check good file = %q, %v", out, err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("policies:\n  - name: a\n    outflow: fast\n    queue: 10\n"), 0o644)
+	_, _, err = runCLI(t, "policies", "check", bad)
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "bad.yaml:3:") || !strings.Contains(err.Error(), "outflow") {
+		t.Errorf("check bad file = %v (exit %d), want exit 1 naming line 3 and outflow", err, exitCode(err))
+	}
+	_, _, err = runCLI(t, "policies", "check", filepath.Join(dir, "missing.yaml"))
+	if exitCode(err) != 1 {
+		t.Errorf("check missing file: exit %d, want 1", exitCode(err))
+	}
+}
+
+func TestServeRefusesBadPolicyFile(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: -1\n"), 0o644)
+	_, _, err := runCLI(t, "serve", "--policies", bad, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1", "--data", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:4:") {
+		t.Errorf("serve with a bad file = %v, want the error naming line 4", err)
+	}
+}
+
+func TestDeadCommands(t *testing.T) {
+	var up atomic.Bool
+	got := make(chan string, 10)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		got <- r.Header.Get("Shaper-Key")
+	}))
+	defer hook.Close()
+	set, err := policies.Parse("p.yaml", []byte(fmt.Sprintf(`
+policies:
+  - name: hooks
+    outflow: 20/s
+    queue: 10
+    retry: {attempts: 2, backoff: 50ms, max_backoff: 100ms}
+    deliver: {webhook: %q}
+`, hook.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := shaper.New(shaper.Config{Policies: set, HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-s.Ready()
+	addr := s.HTTPAddr()
+	resp, err := http.Post("http://"+addr+"/v1/jobs/hooks/a.b", "", strings.NewReader("payload"))
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit = %v %v", resp, err)
+	}
+	resp.Body.Close()
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out, "delivery"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("dead list never showed the job: %q", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+		out, _, err = runCLI(t, "dead", "list", "--http", addr, "--policy", "hooks")
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(out, "a.b") || !strings.Contains(out, "attempt 2: delivery failed") {
+		t.Errorf("dead list = %q, want the key and the last error", out)
+	}
+	out, _, err = runCLI(t, "dead", "show", "--http", addr, "hooks", "1")
+	if err != nil || !strings.Contains(out, `"payload": "payload"`) || !strings.Contains(out, `"reason": "delivery"`) {
+		t.Errorf("dead show = %q, %v", out, err)
+	}
+	if _, _, err := runCLI(t, "dead", "purge", "--http", addr); exitCode(err) != 2 {
+		t.Errorf("purge without --policy: exit %d, want 2", exitCode(err))
+	}
+	if _, _, err := runCLI(t, "dead", "list", "--http", addr, "--reason", "bogus"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("list --reason bogus = %v, want a 400", err)
+	}
+	up.Store(true)
+	out, _, err = runCLI(t, "dead", "replay", "--http", addr, "--policy", "hooks")
+	if err != nil || !strings.Contains(out, "1 matched, 1 replayed") {
+		t.Errorf("dead replay = %q, %v", out, err)
+	}
+	select {
+	case k := <-got:
+		if k != "a.b" {
+			t.Errorf("replayed delivery key %q, want a.b", k)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("replayed job never delivered")
+	}
+	out, _, _ = runCLI(t, "status", "--http", addr)
+	if !strings.Contains(out, "hooks") {
+		t.Errorf("status = %q", out)
+	}
+}
