@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"slices"
 	"sync"
 	"syscall"
@@ -87,12 +89,14 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestKill9Restart(t *testing.T) {
 	needBinaries(t)
 	const keys, perKey = 20, 30
-	cfg := embeddedShaper(t, confirmedPolicy("k9", "10/s", 1000))
+	cfg := embeddedShaper(t, confirmedPolicy("k9", "8/s", 1000))
 	sh := startShaper(t, cfg)
 	rec := record(t, cfg.clientURL(), "shaper.out.k9.>")
 	sub := newSubmitter(cfg.httpAddr, 10*time.Second)
 
+	submitStart := time.Now()
 	ids, _ := submitAll(t, sub, "k9", keys, perKey)
+	t.Logf("%d jobs answered 202 in %v", len(ids), time.Since(submitStart).Round(time.Millisecond))
 	waitFor(t, 30*time.Second, "a quarter of the jobs to be delivered", func() bool { return rec.delivered() >= len(ids)/4 })
 	if err := syscall.Kill(sh.pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -120,39 +124,82 @@ func TestKill9Restart(t *testing.T) {
 }
 
 // TestGracefulShutdown stops a draining shaper with SIGTERM: it must exit 0
-// within its shutdown timeout, having freed the slots of the jobs it
-// delivered, so that after a restart every job is delivered exactly once and
-// in order per key.
+// within its shutdown timeout, start no new deliveries once told to stop,
+// and free the slots of the jobs it delivered, so that after a restart every
+// job is delivered exactly once and in order per key.
 func TestGracefulShutdown(t *testing.T) {
 	needBinaries(t)
+	testGracefulShutdown(t, false)
+}
+
+// TestGracefulShutdownIdleConn is TestGracefulShutdown with one HTTP client
+// connected that has not sent its request yet (a pre-connecting load
+// balancer or client; Go's own http.Transport leaves such connections
+// behind after dial races). The shaper must still stop its drain at once.
+//
+// It fails against the shaper as it is, and is skipped unless
+// INTEGRATION_KNOWN_BUGS is set: shaper.Run waits in http.Server.Shutdown,
+// which counts a connection without a request as active for 5 s, before it
+// stops the drainers. Meanwhile the drain keeps starting deliveries; once the
+// shutdown timeout has passed, Drain gets an expired context, frees no slot
+// and the deliveries cut short are made again after a restart.
+func TestGracefulShutdownIdleConn(t *testing.T) {
+	needBinaries(t)
+	if os.Getenv("INTEGRATION_KNOWN_BUGS") == "" {
+		t.Skip("known bug: graceful shutdown waits for HTTP connections (http.Server.Shutdown) before stopping the drain, " +
+			"so a client connection without a request keeps deliveries going past SIGTERM and expires the drain's " +
+			"shutdown context (duplicates after restart); set INTEGRATION_KNOWN_BUGS=1 to run")
+	}
+	testGracefulShutdown(t, true)
+}
+
+func testGracefulShutdown(t *testing.T, idleConn bool) {
 	const keys, perKey = 20, 30
-	cfg := embeddedShaper(t, confirmedPolicy("grace", "10/s", 1000))
+	cfg := embeddedShaper(t, confirmedPolicy("grace", "8/s", 1000))
 	cfg.shutdown = 5 * time.Second
+	if idleConn {
+		cfg.shutdown = 2 * time.Second // ends while the drain still has work
+	}
 	sh := startShaper(t, cfg)
 	rec := record(t, cfg.clientURL(), "shaper.out.grace.>")
 	sub := newSubmitter(cfg.httpAddr, 10*time.Second)
 
 	ids, byKey := submitAll(t, sub, "grace", keys, perKey)
 	waitFor(t, 30*time.Second, "a quarter of the jobs to be delivered", func() bool { return rec.delivered() >= len(ids)/4 })
+	// Close the submitter's unused connections: a dial race can leave one
+	// that never carried a request (see TestGracefulShutdownIdleConn).
+	sub.client.CloseIdleConnections()
+	if idleConn {
+		c, err := net.Dial("tcp", cfg.httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
 	if err := syscall.Kill(sh.pid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	termAt := time.Now()
+	atTerm := rec.delivered()
 	code, exited := sh.wait(cfg.shutdown + 5*time.Second)
 	took := time.Since(termAt).Round(time.Millisecond)
 	if !exited {
 		t.Fatalf("shaper still running %v after SIGTERM (shutdown timeout %v)", took, cfg.shutdown)
 	}
-	before := rec.delivered()
-	t.Logf("SIGTERM after %d of %d jobs delivered: exit code %d after %v", before, len(ids), code, took)
+	atExit := rec.delivered()
+	t.Logf("SIGTERM after %d of %d jobs delivered: exit code %d after %v; %d jobs delivered during the shutdown",
+		atTerm, len(ids), code, took, atExit-atTerm)
+	if atTerm >= len(ids) {
+		t.Fatalf("all %d jobs were delivered before SIGTERM: the test did not stop a draining shaper", len(ids))
+	}
 	if code != 0 {
 		t.Errorf("shaper exit code after SIGTERM = %d, want 0", code)
 	}
 	if took > cfg.shutdown+time.Second {
 		t.Errorf("shaper took %v to stop, want at most its shutdown timeout %v (+1s)", took, cfg.shutdown)
 	}
-	if before >= len(ids) {
-		t.Fatalf("all %d jobs were delivered before SIGTERM: the test did not stop a draining shaper", len(ids))
+	if n := atExit - atTerm; n > keys {
+		t.Errorf("%d jobs delivered between SIGTERM and exit, want at most %d (one in flight per key): the drain went on starting deliveries during the shutdown", n, keys)
 	}
 
 	startShaper(t, cfg)
