@@ -196,10 +196,11 @@ func (d *Drainer) Drain(ctx context.Context) error {
 		}
 		d.mu.Unlock()
 	})
+	var errs []error
 	select {
 	case <-d.idle:
 	case <-ctx.Done():
-		return ctx.Err()
+		errs = append(errs, ctx.Err())
 	}
 	d.mu.Lock()
 	var pend []uint64
@@ -207,10 +208,14 @@ func (d *Drainer) Drain(ctx context.Context) error {
 		pend = append(pend, k.pend...)
 	}
 	d.mu.Unlock()
-	var errs []error
+	// Free the slots of delivered jobs even when ctx ran out: otherwise a
+	// restart delivers them again.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
 	for _, seq := range pend {
-		if err := d.q.Remove(ctx, seq); err != nil {
+		if err := d.q.Remove(rctx, seq); err != nil {
 			errs = append(errs, err)
+			break
 		}
 	}
 	return errors.Join(errs...)

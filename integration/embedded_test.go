@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"syscall"
@@ -135,21 +134,11 @@ func TestGracefulShutdown(t *testing.T) {
 // TestGracefulShutdownIdleConn is TestGracefulShutdown with one HTTP client
 // connected that has not sent its request yet (a pre-connecting load
 // balancer or client; Go's own http.Transport leaves such connections
-// behind after dial races). The shaper must still stop its drain at once.
-//
-// It fails against the shaper as it is, and is skipped unless
-// INTEGRATION_KNOWN_BUGS is set: shaper.Run waits in http.Server.Shutdown,
-// which counts a connection without a request as active for 5 s, before it
-// stops the drainers. Meanwhile the drain keeps starting deliveries; once the
-// shutdown timeout has passed, Drain gets an expired context, frees no slot
-// and the deliveries cut short are made again after a restart.
+// behind after dial races). The shaper must still stop its drain at once:
+// http.Server.Shutdown counts a connection without a request as active for
+// 5 s, so the drain may not wait for it.
 func TestGracefulShutdownIdleConn(t *testing.T) {
 	needBinaries(t)
-	if os.Getenv("INTEGRATION_KNOWN_BUGS") == "" {
-		t.Skip("known bug: graceful shutdown waits for HTTP connections (http.Server.Shutdown) before stopping the drain, " +
-			"so a client connection without a request keeps deliveries going past SIGTERM and expires the drain's " +
-			"shutdown context (duplicates after restart); set INTEGRATION_KNOWN_BUGS=1 to run")
-	}
 	testGracefulShutdown(t, true)
 }
 

@@ -267,7 +267,7 @@ func BenchmarkNATS(b *testing.B) {
 	b.Run("raw-async", func(b *testing.B) {
 		b.ResetTimer()
 		for i := range b.N {
-			if _, err := js.PublishAsync(rawSubj[i%benchKeys], benchPayload); err != nil {
+			if _, err := js.PublishAsync(rawSubj[i%benchKeys], benchPayload, jetstream.WithStallWait(30*time.Second)); err != nil {
 				b.Fatal(err)
 			}
 		}

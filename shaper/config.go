@@ -60,6 +60,13 @@ type Config struct {
 	// producer gets 503. Default queue.DefaultTimeout.
 	Timeout time.Duration
 
+	// InstanceID names this shaper in the drain leases; a restarted shaper
+	// with the same id takes its leases back at once. Default: hostname/HTTPAddr.
+	InstanceID string
+	// LeaseTTL is how long a policy's drain stays with a shaper that stopped
+	// renewing its lease (failover time). Default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+
 	// JobTTL is how long GET /v1/jobs/{id} knows a job after its last
 	// change. Default DefaultJobTTL.
 	JobTTL time.Duration
@@ -89,6 +96,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = defaultInstanceID(c.HTTPAddr)
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.JobTTL <= 0 {
 		c.JobTTL = DefaultJobTTL

@@ -58,6 +58,7 @@ func (s *Shaper) openDeferral(ctx context.Context, rt *runtime, p policies.Polic
 		FailReason:  drain.ReasonAttempts,
 		CountPauses: true,
 		OnDeliver:   s.recordDeferred(rt),
+		Passive:     true, // until this shaper holds the policy's lease
 	})
 	return nil
 }

@@ -44,6 +44,7 @@ type Shaper struct {
 	ready    chan struct{}
 	serving  atomic.Bool
 	started  time.Time
+	leaseWG  sync.WaitGroup
 }
 
 // runtime is everything the Shaper keeps for one policy.
@@ -127,6 +128,8 @@ func (s *Shaper) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		s.stopDrainers(context.Background())
+		cancel()
+		s.leaseWG.Wait()
 		return fmt.Errorf("shaper: http listen %s: %w", s.cfg.HTTPAddr, err)
 	}
 	s.httpAddr.Store(ln.Addr().String())
@@ -138,6 +141,8 @@ func (s *Shaper) Run(ctx context.Context) error {
 	if err != nil {
 		hs.Close()
 		s.stopDrainers(context.Background())
+		cancel()
+		s.leaseWG.Wait()
 		return err
 	}
 	s.serving.Store(true)
@@ -150,17 +155,28 @@ func (s *Shaper) Run(ctx context.Context) error {
 		s.log.Error("http server stopped", "err", err)
 	}
 
-	// Graceful shutdown: stop admitting, then let deliveries in flight end.
+	// Graceful shutdown: stop admitting, let deliveries in flight end. The
+	// HTTP server and the drain each get the whole budget, at the same time:
+	// an idle keep-alive connection must not hold the drain up.
 	s.serving.Store(false)
-	sctx, scancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer scancel()
 	if err := sub.Drain(); err != nil {
 		s.log.Warn("nats ingress drain", "err", err)
 	}
-	if err := hs.Shutdown(sctx); err != nil {
-		s.log.Warn("http shutdown", "err", err)
-	}
-	s.stopDrainers(sctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		hctx, hcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer hcancel()
+		if err := hs.Shutdown(hctx); err != nil {
+			s.log.Warn("http shutdown", "err", err)
+			hs.Close()
+		}
+	})
+	dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer dcancel()
+	s.stopDrainers(dctx)
+	cancel() // release the drain leases
+	s.leaseWG.Wait()
+	wg.Wait()
 	s.log.Info("shaper stopped")
 	return nil
 }
@@ -213,6 +229,10 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 	if s.jobs, err = openJobStore(ctx, s.js, s.cfg.JobTTL, s.cfg.Replicas, s.log); err != nil {
 		return err
 	}
+	leases, err := s.openLeases(ctx)
+	if err != nil {
+		return err
+	}
 	for _, p := range s.set.Policies() {
 		rt, err := s.openPolicy(ctx, p)
 		if err != nil {
@@ -220,6 +240,9 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 			return err
 		}
 		s.runtimes[p.Name] = rt
+	}
+	for name, rt := range s.runtimes {
+		s.leaseWG.Go(func() { s.holdLease(ctx, leases, name, rt) })
 	}
 	return nil
 }
@@ -253,6 +276,7 @@ func (s *Shaper) openPolicy(ctx context.Context, p policies.Policy) (*runtime, e
 		DeadLetter: s.deadLetterFunc(rt, "queue"),
 		FailReason: drain.ReasonDelivery,
 		OnDeliver:  s.recordDelivery(rt),
+		Passive:    true, // until this shaper holds the policy's lease
 	})
 	if err := s.openDeferral(ctx, rt, p); err != nil {
 		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)

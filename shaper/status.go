@@ -26,6 +26,7 @@ type PolicyStatus struct {
 	Dead        uint64 `json:"dead"`            // dead letters kept for the policy
 	Delivered   uint64 `json:"delivered"`       // jobs delivered since start
 	Failed      uint64 `json:"failed"`          // failed delivery attempts since start
+	Draining    bool   `json:"draining"`        // this shaper holds the policy's drain lease
 	InFlight    int    `json:"in_flight"`       // deliveries in progress
 }
 
@@ -70,6 +71,7 @@ func (s *Shaper) policyStatus(name string) (PolicyStatus, bool) {
 		Dead:        s.deadCount(context.Background(), name),
 		Delivered:   ds.Delivered,
 		Failed:      ds.Failed,
+		Draining:    rt.d.Active(),
 		InFlight:    ds.InFlight,
 	}, true
 }
