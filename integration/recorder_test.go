@@ -21,15 +21,16 @@ type recorder struct {
 	count   map[string]int      // job id → deliveries
 	byKey   map[string][]string // key → job ids in delivery order, first deliveries only
 	total   int
-	times   []time.Time // arrival of every delivery
-	retries int         // deliveries with Shaper-Attempt > 1
-	asyncEr string      // first asynchronous error (a slow consumer drops messages)
+	times   []time.Time            // arrival of every delivery
+	keyAt   map[string][]time.Time // key → arrival of each of its deliveries
+	retries int                    // deliveries with Shaper-Attempt > 1
+	asyncEr string                 // first asynchronous error (a slow consumer drops messages)
 }
 
 // record subscribes to subject (such as "shaper.out.orders.>") at url.
 func record(t *testing.T, url, subject string) *recorder {
 	t.Helper()
-	r := &recorder{t: t, count: map[string]int{}, byKey: map[string][]string{}}
+	r := &recorder{t: t, count: map[string]int{}, byKey: map[string][]string{}, keyAt: map[string][]time.Time{}}
 	nc, err := nats.Connect(url,
 		nats.Name("integration recorder"),
 		nats.MaxReconnects(-1),
@@ -63,7 +64,9 @@ func (r *recorder) handle(m *nats.Msg) {
 	r.mu.Lock()
 	r.count[id]++
 	r.total++
-	r.times = append(r.times, time.Now())
+	now := time.Now()
+	r.times = append(r.times, now)
+	r.keyAt[key] = append(r.keyAt[key], now)
 	if r.count[id] == 1 {
 		r.byKey[key] = append(r.byKey[key], id)
 	}
@@ -163,6 +166,13 @@ func (r *recorder) longestGap(since time.Time) time.Duration {
 		prev = at
 	}
 	return gap
+}
+
+// keyTimes returns the arrival times of every delivery of key, in order.
+func (r *recorder) keyTimes(key string) []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.keyAt[key]...)
 }
 
 // order returns the ids of key's jobs in the order they were first delivered.

@@ -23,6 +23,7 @@ type shaperConfig struct {
 	natsListen string // embedded JetStream client address (embedded mode)
 	natsURL    string // external cluster URLs, comma-separated (external mode)
 	replicas   int    // external mode
+	redisURL   string // admission limiter state (external mode), redis://ADDR
 	shutdown   time.Duration
 }
 
@@ -62,6 +63,9 @@ func startShaper(t *testing.T, c shaperConfig) *proc {
 	args := []string{"serve", "--policies", c.policies, "--http", c.httpAddr, "--log-level", "debug"}
 	if c.natsURL != "" {
 		args = append(args, "--nats-url", c.natsURL, "--replicas", strconv.Itoa(max(c.replicas, 1)))
+		if c.redisURL != "" {
+			args = append(args, "--redis-url", c.redisURL)
+		}
 	} else {
 		args = append(args, "--data", c.data, "--nats-listen", c.natsListen)
 	}
@@ -115,10 +119,11 @@ func newSubmitter(addr string, timeout time.Duration) *submitter {
 
 // answer is the shaper's answer to one submission.
 type answer struct {
-	code    int // 0 when the request failed
-	id      string
-	err     error
-	latency time.Duration
+	code     int    // 0 when the request failed
+	id       string // of a job answered 202, or 429 and deferred
+	deferred bool   // 429 with "deferred": true: the job is kept
+	err      error
+	latency  time.Duration
 }
 
 func (s *submitter) submit(ctx context.Context, policy, key, payload string) answer {
@@ -146,6 +151,15 @@ func (s *submitter) submit(ctx context.Context, policy, key, payload string) ans
 		}
 		a.id = job.ID
 	} else if a.err == nil {
+		if resp.StatusCode == http.StatusTooManyRequests {
+			var problem struct {
+				ID       string `json:"id"`
+				Deferred bool   `json:"deferred"`
+			}
+			if json.Unmarshal(body, &problem) == nil {
+				a.id, a.deferred = problem.ID, problem.Deferred
+			}
+		}
 		a.err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
 	return a
