@@ -83,7 +83,8 @@ type Queue struct {
 	policy string
 	prefix string // "<root>.<policy>."
 	cfg    Config
-	size   atomic.Int64
+	size   atomic.Int64 // jobs a key may hold
+	limit  atomic.Int64 // the stream's MaxMsgsPerSubject (>= size)
 }
 
 // Open creates or updates the stream that holds policy's queue, with room for
@@ -136,8 +137,39 @@ func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, 
 	}
 	q.stream = s
 	q.size.Store(int64(size))
+	q.limit.Store(sc.MaxMsgsPerSubject)
 	return q, nil
 }
+
+// Resize changes how many jobs a key may hold. A larger size raises the
+// stream's per-subject limit at once; a smaller one only lowers Size, since
+// lowering the limit over live data would purge queued jobs: while Size is
+// below Limit, callers enforce Size themselves (Admit cannot).
+func (q *Queue) Resize(ctx context.Context, size int) error {
+	if size <= 0 {
+		return fmt.Errorf("queue: resize %q: size %d must be positive", q.policy, size)
+	}
+	if int64(size) > q.limit.Load() {
+		ctx, cancel := context.WithTimeout(ctx, 2*q.cfg.Timeout)
+		defer cancel()
+		info, err := q.stream.Info(ctx)
+		if err != nil {
+			return classify("queue: resize", err)
+		}
+		cfg := info.Config
+		cfg.MaxMsgsPerSubject = int64(size)
+		if _, err := q.js.UpdateStream(ctx, cfg); err != nil {
+			return classify("queue: resize", err)
+		}
+		q.limit.Store(int64(size))
+	}
+	q.size.Store(int64(size))
+	return nil
+}
+
+// Limit returns the stream's per-subject limit: what Admit enforces
+// atomically. It is at least Size.
+func (q *Queue) Limit() int { return int(q.limit.Load()) }
 
 // Policy returns the policy name the queue belongs to.
 func (q *Queue) Policy() string { return q.policy }

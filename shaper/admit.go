@@ -37,6 +37,24 @@ func newAdmission(p policies.Policy, rdb redis.UniversalClient, cfg Config) (lim
 	})
 }
 
+// admission is a policy's admission limiter, swapped whole when the admit
+// block is tuned.
+type admission struct{ l limiter.Limiter }
+
+// setAdmission builds rt's admission limiter for p (none without an admit block).
+func (s *Shaper) setAdmission(rt *runtime, p policies.Policy) error {
+	l, err := newAdmission(p, s.rdb, s.cfg)
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		rt.admit.Store(nil)
+	} else {
+		rt.admit.Store(&admission{l})
+	}
+	return nil
+}
+
 // limitOf turns an admit block's rate into a limiter.Limit: N per period
 // when N is whole, else one per interval (0.5/s is 1 per 2 s).
 func limitOf(a *policies.Admit) limiter.Limit {
@@ -50,10 +68,11 @@ func limitOf(a *policies.Admit) limiter.Limit {
 // admitLimit applies rt's admission limiter to sub. It returns the outcome
 // to answer with when the submission must not reach the queue.
 func (s *Shaper) admitLimit(ctx context.Context, rt *runtime, p *policies.Policy, key string) (outcome, bool) {
-	if rt.admit == nil {
+	a := rt.admit.Load()
+	if a == nil || p.Admit == nil {
 		return outcome{}, true
 	}
-	res, err := rt.admit.Allow(ctx, key)
+	res, err := a.l.Allow(ctx, key)
 	if err != nil {
 		rt.counter.limiterErrors.Add(1)
 		if !errors.Is(err, limiter.ErrUnavailable) {

@@ -23,6 +23,8 @@ import (
 //	POST /v1/dead/replay?policy=&key=&reason=     submit dead letters again
 //	DELETE /v1/dead?policy=&key=&reason=          purge dead letters
 //	GET  /v1/policies/{name}       one policy
+//	PUT  /v1/policies/{name}       tune a policy live (JSON with the fields to change)
+//	DELETE /v1/policies/{name}/override   back to the policy file
 //	GET  /healthz                  the process is alive
 //	GET  /readyz                   the Shaper accepts jobs (JetStream reachable)
 //	GET  /metrics                  the figures in the Prometheus text format
@@ -34,6 +36,8 @@ func (s *Shaper) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/policies", s.handlePolicies)
 	mux.HandleFunc("GET /v1/policies/{name}", s.handlePolicy)
+	mux.HandleFunc("PUT /v1/policies/{name}", s.handlePolicyPut)
+	mux.HandleFunc("DELETE /v1/policies/{name}/override", s.handleOverrideDelete)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})

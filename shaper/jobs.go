@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,10 +39,12 @@ type jobRecord struct {
 }
 
 // jobStore keeps job records in a JetStream key-value bucket whose entries
-// expire after the job TTL. Writes are asynchronous publishes: they cost the
-// admission path no round trip, and a lost write only makes a record stale.
+// expire after the job TTL. Writes are plain publishes to the bucket's
+// subject, without waiting for the stream's ack: they cost the admission
+// path no round trip and can never stall it, and a lost write only makes a
+// record stale.
 type jobStore struct {
-	js  jetstream.JetStream
+	nc  *nats.Conn
 	kv  jetstream.KeyValue
 	log *slog.Logger
 }
@@ -59,7 +62,7 @@ func openJobStore(ctx context.Context, js jetstream.JetStream, ttl time.Duration
 	if err != nil {
 		return nil, fmt.Errorf("shaper: job records: %w", err)
 	}
-	return &jobStore{js: js, kv: kv, log: log}, nil
+	return &jobStore{nc: js.Conn(), kv: kv, log: log}, nil
 }
 
 func (j *jobStore) put(r jobRecord) {
@@ -71,7 +74,7 @@ func (j *jobStore) put(r jobRecord) {
 	if err != nil {
 		return
 	}
-	if _, err := j.js.PublishAsync("$KV."+jobBucket+"."+r.ID, b); err != nil {
+	if err := j.nc.Publish("$KV."+jobBucket+"."+r.ID, b); err != nil {
 		j.log.Debug("job record", "id", r.ID, "err", err)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shaper-dev/shaper/drain"
-	"github.com/shaper-dev/shaper/limiter"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 )
@@ -34,11 +33,12 @@ type Shaper struct {
 	set      *policies.Set
 	runtimes map[string]*runtime
 
-	jobs *jobStore             // job records for GET /v1/jobs/{id}
-	srv  *server.Server        // embedded JetStream, nil with an external one
-	rdb  redis.UniversalClient // admission limiter state, nil without Redis
-	nc   *nats.Conn
-	js   jetstream.JetStream
+	jobs      *jobStore
+	overrides jetstream.KeyValue    // live policy overrides             // job records for GET /v1/jobs/{id}
+	srv       *server.Server        // embedded JetStream, nil with an external one
+	rdb       redis.UniversalClient // admission limiter state, nil without Redis
+	nc        *nats.Conn
+	js        jetstream.JetStream
 
 	httpAddr atomic.Value // string, once listening
 	ready    chan struct{}
@@ -49,13 +49,14 @@ type Shaper struct {
 
 // runtime is everything the Shaper keeps for one policy.
 type runtime struct {
-	pol     atomic.Pointer[policies.Policy]
-	q       *queue.Queue
-	d       *drain.Drainer
-	admit   limiter.Limiter // nil without an admit block
-	deferQ  *queue.Queue    // deferred jobs
-	deferD  *drain.Drainer  // re-admits deferred jobs
-	counter counters
+	pol      atomic.Pointer[policies.Policy]
+	q        *queue.Queue
+	d        *drain.Drainer
+	admit    atomic.Pointer[admission] // the admit block's limiter; nil without one
+	deferQ   *queue.Queue              // deferred jobs
+	override atomic.Bool               // the live policy is a stored override
+	deferD   *drain.Drainer            // re-admits deferred jobs
+	counter  counters
 }
 
 type counters struct {
@@ -241,6 +242,14 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 		}
 		s.runtimes[p.Name] = rt
 	}
+	if s.overrides, err = s.openOverrides(ctx); err != nil {
+		return err
+	}
+	follow, err := s.watchOverrides(ctx, s.overrides)
+	if err != nil {
+		return err
+	}
+	s.leaseWG.Go(follow)
 	for name, rt := range s.runtimes {
 		s.leaseWG.Go(func() { s.holdLease(ctx, leases, name, rt) })
 	}
@@ -264,7 +273,7 @@ func (s *Shaper) openPolicy(ctx context.Context, p policies.Policy) (*runtime, e
 	}
 	rt := &runtime{q: q}
 	rt.pol.Store(&p)
-	if rt.admit, err = newAdmission(p, s.rdb, s.cfg); err != nil {
+	if err := s.setAdmission(rt, p); err != nil {
 		return nil, fmt.Errorf("shaper: policy %q: admit: %w", p.Name, err)
 	}
 	if err := s.openDead(ctx, p.Name); err != nil {

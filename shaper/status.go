@@ -26,6 +26,7 @@ type PolicyStatus struct {
 	Dead        uint64 `json:"dead"`            // dead letters kept for the policy
 	Delivered   uint64 `json:"delivered"`       // jobs delivered since start
 	Failed      uint64 `json:"failed"`          // failed delivery attempts since start
+	Override    bool   `json:"override"`        // tuned live: differs from the policy file
 	Draining    bool   `json:"draining"`        // this shaper holds the policy's drain lease
 	InFlight    int    `json:"in_flight"`       // deliveries in progress
 }
@@ -71,6 +72,7 @@ func (s *Shaper) policyStatus(name string) (PolicyStatus, bool) {
 		Dead:        s.deadCount(context.Background(), name),
 		Delivered:   ds.Delivered,
 		Failed:      ds.Failed,
+		Override:    rt.override.Load(),
 		Draining:    rt.d.Active(),
 		InFlight:    ds.InFlight,
 	}, true

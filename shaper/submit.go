@@ -90,8 +90,15 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 		// Deferred jobs of this key go first: a slot that frees is theirs.
 		return s.deferJob(ctx, rt, p, token, job, now)
 	}
-	rec, err := rt.q.Admit(ctx, job)
 	base := outcome{ID: id, Policy: p.Name, Key: sub.key}
+	var rec queue.Receipt
+	if p.Queue < rt.q.Limit() && rt.d.Key(token, now).Queued >= int64(p.Queue) {
+		// The queue size was lowered over live jobs: the stream still allows
+		// more, so the smaller size is enforced here (per shaper, not atomic).
+		err = queue.ErrFull
+	} else {
+		rec, err = rt.q.Admit(ctx, job)
+	}
 	switch {
 	case err == nil:
 		if rec.Duplicate {

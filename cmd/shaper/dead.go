@@ -132,6 +132,12 @@ func call(c *cli.Context, method, path string, out any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return send(req, out)
+}
+
+// send does req and decodes a 2xx JSON answer into out; any other answer
+// becomes an error carrying the problem's detail.
+func send(req *http.Request, out any) ([]byte, error) {
 	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w (is the shaper running? see --http)", err)

@@ -146,3 +146,31 @@ policies:
 		t.Errorf("status = %q", out)
 	}
 }
+
+func TestPoliciesSet(t *testing.T) {
+	set, err := policies.Parse("p.yaml", []byte("policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := shaper.New(shaper.Config{Policies: set, HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-s.Ready()
+	addr := s.HTTPAddr()
+	out, _, err := runCLI(t, "policies", "set", "--http", addr, "--outflow", "9/s", "--queue", "7", "p")
+	if err != nil || !strings.Contains(out, "outflow 9/s per key, queue 7") || !strings.Contains(out, "live override") {
+		t.Errorf("policies set = %q, %v", out, err)
+	}
+	if _, _, err := runCLI(t, "policies", "set", "--http", addr, "--outflow", "fast", "p"); err == nil || !strings.Contains(err.Error(), "fast") {
+		t.Errorf("policies set --outflow fast = %v, want an error naming it", err)
+	}
+	out, _, err = runCLI(t, "policies", "reset", "--http", addr, "p")
+	if err != nil || !strings.Contains(out, "outflow 5/s per key, queue 3") || strings.Contains(out, "override") {
+		t.Errorf("policies reset = %q, %v", out, err)
+	}
+}
