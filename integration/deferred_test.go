@@ -95,8 +95,9 @@ func TestDeferredSurvivesKill9(t *testing.T) {
 		t.Errorf("GET /v1/jobs/%s of a job answered 429 deferred = status %q, want \"deferred\"", probe, st.Status)
 	}
 
-	// Kill once a few jobs have been delivered, while most wait deferred.
-	waitFor(t, 30*time.Second, "10 jobs to be delivered", func() bool { return rec.delivered() >= 10 })
+	// Kill once the jobs answered 202 and a few re-admitted ones have been
+	// delivered, while most still wait deferred.
+	waitFor(t, 30*time.Second, "20 jobs to be delivered", func() bool { return rec.delivered() >= 20 })
 	ps, err := policyStates(cfg.httpAddr)
 	if err != nil {
 		t.Fatal(err)
