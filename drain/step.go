@@ -225,6 +225,15 @@ func (d *Drainer) complete(s *step) {
 			k.fetch, k.fetchAt = true, now.Add(retryRead)
 		}
 	}
+	if k.wake && k.held == nil {
+		// A job was stored while this step ran, and the step did not read
+		// the head (it only freed slots, say): read it now, or the key would
+		// sleep with work until its next submission.
+		k.wake = false
+		if !k.fetch {
+			k.fetch, k.fetchAt = true, now
+		}
+	}
 	d.inflight--
 	if d.draining && d.inflight == 0 {
 		select {

@@ -47,7 +47,9 @@ func (s *Shaper) openLeases(ctx context.Context) (jetstream.KeyValue, error) {
 
 // holdLease keeps trying to hold the drain lease of policy name, switching
 // rt's drainers on while it holds it and off when it does not, until ctx ends.
-func (s *Shaper) holdLease(ctx context.Context, kv jetstream.KeyValue, name string, rt *runtime) {
+// first is told once the first attempt is over, so that a lone shaper
+// drains from the moment it is ready.
+func (s *Shaper) holdLease(ctx context.Context, kv jetstream.KeyValue, name string, rt *runtime, first func()) {
 	var rev uint64
 	held := false
 	set := func(on bool) {
@@ -79,6 +81,10 @@ func (s *Shaper) holdLease(ctx context.Context, kv jetstream.KeyValue, name stri
 			}
 		}
 		cancel()
+		if first != nil {
+			first()
+			first = nil
+		}
 		select {
 		case <-ctx.Done():
 			if held {

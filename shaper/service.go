@@ -250,9 +250,12 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 		return err
 	}
 	s.leaseWG.Go(follow)
+	var first sync.WaitGroup
 	for name, rt := range s.runtimes {
-		s.leaseWG.Go(func() { s.holdLease(ctx, leases, name, rt) })
+		first.Add(1)
+		s.leaseWG.Go(func() { s.holdLease(ctx, leases, name, rt, first.Done) })
 	}
+	first.Wait()
 	return nil
 }
 

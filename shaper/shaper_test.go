@@ -358,7 +358,7 @@ func TestNATSSubmit(t *testing.T) {
 	if statuses[0] != "queued" || statuses[11] != "rejected" {
 		t.Errorf("12 NATS submissions to a queue of 10 = %v, want queued … rejected", statuses)
 	}
-	ms := wait(2, 5*time.Second)
+	ms := wait(12, 10*time.Second) // plain, "a.b c" and 10 of full
 	keys := map[string]bool{}
 	for _, m := range ms {
 		keys[m.Header.Get(queue.HeaderKey)] = true
