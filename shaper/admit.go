@@ -16,8 +16,10 @@ import (
 
 // newAdmission builds the admission limiter of p's admit block: in Redis
 // when rdb is set (shared by every shaper), in memory otherwise. It returns
-// nil for a policy without one.
-func newAdmission(p policies.Policy, rdb redis.UniversalClient, cfg Config) (limiter.Limiter, error) {
+// nil for a policy without one. While Redis fails, a policy that fails open
+// falls back to this shaper's local share of the limit (see localShare); one
+// that fails closed answers 503.
+func newAdmission(p policies.Policy, rdb redis.UniversalClient, cfg Config, sharers *peers) (limiter.Limiter, error) {
 	a := p.Admit
 	if a == nil {
 		return nil, nil
@@ -30,11 +32,15 @@ func newAdmission(p policies.Policy, rdb redis.UniversalClient, cfg Config) (lim
 	if rdb == nil {
 		return limiter.NewMemory(alg, lim)
 	}
-	return limiter.NewRedis(rdb, alg, lim, limiter.RedisConfig{
+	rc := limiter.RedisConfig{
 		Prefix:     "shaper:admit:" + p.Name + ":",
 		FailClosed: a.Fail == "closed",
 		Logger:     cfg.Logger.With("policy", p.Name),
-	})
+	}
+	if !rc.FailClosed {
+		rc.Fallback = &localShare{alg: alg, limit: lim, peers: sharers}
+	}
+	return limiter.NewRedis(rdb, alg, lim, rc)
 }
 
 // admission is a policy's admission limiter, swapped whole when the admit
@@ -43,7 +49,7 @@ type admission struct{ l limiter.Limiter }
 
 // setAdmission builds rt's admission limiter for p (none without an admit block).
 func (s *Shaper) setAdmission(rt *runtime, p policies.Policy) error {
-	l, err := newAdmission(p, s.rdb, s.cfg)
+	l, err := newAdmission(p, s.rdb, s.cfg, &s.peers)
 	if err != nil {
 		return err
 	}
@@ -82,7 +88,7 @@ func (s *Shaper) admitLimit(ctx context.Context, rt *runtime, p *policies.Policy
 	if res.Allowed {
 		return outcome{}, true
 	}
-	if err != nil && errors.Is(err, limiter.ErrUnavailable) {
+	if err != nil && errors.Is(err, limiter.ErrUnavailable) && p.Admit.Fail == "closed" {
 		// Fail closed: the limiter cannot decide, the answer is 503.
 		o := failed(http.StatusServiceUnavailable, "admission limiter unavailable (policy fails closed)")
 		o.Policy, o.Key = p.Name, key
@@ -103,6 +109,9 @@ func (s *Shaper) admitLimit(ctx context.Context, rt *runtime, p *policies.Policy
 		Error:        fmt.Sprintf("admission limit %s (%s) of policy %q exceeded for this key", p.Admit.Limit, p.Admit.Algorithm, p.Name),
 		limits:       &res,
 		window:       p.Admit.Limit.Per,
+	}
+	if err != nil {
+		o.Error += fmt.Sprintf(" (Redis is unavailable: this shaper enforces its local share, 1/%d of the limit)", s.peers.count())
 	}
 	return o, false
 }

@@ -112,6 +112,11 @@ policies:
 	if a := r.post(t, "open", "k2", nil); a.code != http.StatusAccepted {
 		t.Errorf("fail open with Redis down = %d %v, want 202", a.code, a.body)
 	}
+	// Failing open is not admitting without limit: the shaper enforces its
+	// local share of the limit (here all of it: it is the only shaper), and says so.
+	if a := r.post(t, "open", "k2", nil); a.code != http.StatusTooManyRequests || !strings.Contains(a.body["detail"].(string), "local share") {
+		t.Errorf("second job of k2 with Redis down = %d %v, want 429 from the local share", a.code, a.body)
+	}
 	if a := r.post(t, "closed", "k2", nil); a.code != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" {
 		t.Errorf("fail closed with Redis down = %d %v, want 503 with Retry-After", a.code, a.body)
 	}

@@ -45,6 +45,7 @@ type Shaper struct {
 	serving  atomic.Bool
 	started  time.Time
 	leaseWG  sync.WaitGroup
+	peers    peers // live shapers on the cluster, for local shares of admission limits
 }
 
 // runtime is everything the Shaper keeps for one policy.
@@ -250,6 +251,7 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 		return err
 	}
 	s.leaseWG.Go(follow)
+	s.leaseWG.Go(func() { s.keepMembership(ctx, leases) })
 	var first sync.WaitGroup
 	for name, rt := range s.runtimes {
 		first.Add(1)
