@@ -59,7 +59,8 @@
 //     three windowed algorithms; burst (0 or more; 0 means N) is the bucket size — how many jobs an idle key may submit at once — of
 //     gcra and token_bucket and is refused for the others; shadow: true only
 //     counts what would be rejected; fail says what happens when the limiter
-//     backend fails: "open" admits, "closed" rejects.
+//     backend (Redis) fails: "open" admits within this shaper's local share
+//     of the limit, "closed" rejects (503).
 //
 // Any other field is an error. A field given as null (or with no value) is
 // treated as left out.

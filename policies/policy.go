@@ -98,7 +98,8 @@ type Admit struct {
 	Burst int `json:"burst,omitempty"`
 	// Shadow only counts what would be rejected, and admits it.
 	Shadow bool `json:"shadow,omitempty"`
-	// Fail is what to do when the limiter backend (Redis) fails: "open" admits, "closed" rejects.
+	// Fail is what to do when the limiter backend (Redis) fails: "open" admits
+	// within this shaper's local share of the limit, "closed" rejects.
 	Fail string `json:"fail"`
 }
 
