@@ -164,7 +164,11 @@ func (d *Drainer) setPolicy(p policies.Policy) {
 func (d *Drainer) Start(ctx context.Context) {
 	d.startOnce.Do(func() {
 		ctx, d.cancel = context.WithCancel(ctx)
-		d.wg.Add(2 + d.cfg.Workers)
+		d.wg.Add(3 + d.cfg.Workers)
+		go func() {
+			defer d.wg.Done()
+			d.resyncWhilePassive(ctx)
+		}()
 		go func() {
 			defer d.wg.Done()
 			if err := d.q.Watch(ctx, d.notice); err != nil {
@@ -230,6 +234,43 @@ func (d *Drainer) Stop() {
 		}
 		d.wg.Wait()
 	})
+}
+
+// resyncPeriod is how often a passive Drainer reads its keys' depths from
+// JetStream: it sees every job stored, through Watch, but not the jobs the
+// active drainer (on another shaper) removes.
+const resyncPeriod = 2 * time.Second
+
+func (d *Drainer) resyncWhilePassive(ctx context.Context) {
+	t := time.NewTicker(resyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if d.Active() {
+			continue
+		}
+		depths, err := d.q.TokenDepths(ctx)
+		if err != nil {
+			continue
+		}
+		d.mu.Lock()
+		if !d.active {
+			d.queued = 0
+			for tok, k := range d.keys {
+				k.depth = int64(depths[tok])
+				d.queued += k.depth
+				if k.depth == 0 && !k.busy && k.held == nil {
+					d.heap.drop(k)
+					delete(d.keys, tok)
+				}
+			}
+		}
+		d.mu.Unlock()
+	}
 }
 
 // Stats is a snapshot of a Drainer's figures.
@@ -310,6 +351,7 @@ func (d *Drainer) SetActive(active bool) {
 			}
 			k.held, k.bury, k.fails, k.history = nil, "", 0, nil
 			k.reserved = false
+			k.seqs, k.trust = nil, false // another drainer may have read some: search once
 			if active && k.depth > 0 {
 				k.fetch, k.fetchAt = true, now
 			}
@@ -347,13 +389,17 @@ func (d *Drainer) notice(n queue.Notice) {
 	defer d.mu.Unlock()
 	k := d.keys[n.Token]
 	if k == nil {
-		k = &keyState{token: n.Token, name: n.Key, idx: -1}
+		// A key first seen while active is seen from its first job on.
+		k = &keyState{token: n.Token, name: n.Key, idx: -1, trust: d.active}
 		d.keys[n.Token] = k
 	}
 	if n.Seq <= k.notified {
 		return
 	}
 	k.notified = n.Seq
+	if d.active && n.Seq >= k.from {
+		k.seqs = append(k.seqs, n.Seq)
+	}
 	if _, ok := k.early[n.Seq]; ok {
 		delete(k.early, n.Seq)
 	} else {

@@ -4,19 +4,22 @@ import "time"
 
 // nextSlot returns the earliest start of the delivery after one scheduled
 // for s that started at a, for slots every interval: s+interval while the
-// drain keeps time, a itself when it fell more than a whole interval behind.
+// drain keeps time; when it fell more than a whole interval behind, the
+// first slot of the key's own grid (s + k·interval) after a. Keeping the
+// grid instead of restarting from a keeps keys that were served late
+// together from bunching into the same slots for ever after.
 //
-// Slots therefore never come closer than interval to each other, so in a
-// window of length T at most ⌊T/interval⌋+1 deliveries start when the drain
-// keeps time, and one more after a stall; and under backlog the achieved rate
-// is exactly 1/interval because slots advance by the schedule, not by when
-// deliveries happen to run.
+// Each delivery thus falls in its own grid cell of one interval, so in a
+// window of length T at most ⌈T/interval⌉+1 deliveries start; and under
+// backlog the achieved rate is exactly 1/interval because slots advance by
+// the schedule, not by when deliveries happen to run.
 func nextSlot(s, a time.Time, interval time.Duration) time.Time {
 	n := s.Add(interval)
-	if a.After(n) {
-		return a
+	if !a.After(n) || interval <= 0 {
+		return n
 	}
-	return n
+	k := a.Sub(s) / interval // whole intervals behind
+	return s.Add((k + 1) * interval)
 }
 
 // slotHold is how long a delivered job keeps its queue slot: the rest of its

@@ -17,7 +17,9 @@ func TestNextSlot(t *testing.T) {
 		{"on time", at(0), at(0), at(50)},
 		{"a little late keeps the schedule", at(0), at(3), at(50)},
 		{"late by almost an interval keeps the schedule", at(0), at(49), at(50)},
-		{"late by more than an interval restarts from now", at(0), at(80), at(80)},
+		{"late by more than an interval: the next slot of its grid", at(0), at(80), at(100)},
+		{"late by several intervals: still its grid", at(0), at(170), at(200)},
+		{"starting exactly on a grid slot takes that cell", at(0), at(100), at(150)},
 	}
 	for _, st := range steps {
 		if got := nextSlot(st.s, st.a, iv); !got.Equal(st.want) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ type step struct {
 	remove    []uint64
 	read      bool
 	from      uint64
+	exact     []uint64 // read the head at these sequences, in order
+	search    bool     // else search the key's subject from `from` on
 	subject   string
 
 	// results
@@ -33,6 +36,7 @@ type step struct {
 	removeOK bool
 	head     *queue.Msg
 	readErr  error
+	missing  []uint64 // exact sequences found gone
 }
 
 // schedule is the scheduler goroutine: it hands due keys to the workers.
@@ -105,6 +109,9 @@ func (d *Drainer) due(now time.Time) ([]*step, time.Duration) {
 			d.place(k) // nothing due (draining, or only pacing lapsed)
 			continue
 		}
+		if s.read {
+			d.planRead(k, s)
+		}
 		k.busy = true
 		d.inflight++
 		steps = append(steps, s)
@@ -164,8 +171,36 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 		}
 	}
 	if s.read {
-		s.head, s.readErr = d.q.Next(ctx, s.k.token, s.from)
+		for _, seq := range s.exact {
+			s.head, s.readErr = d.q.Get(ctx, s.k.token, seq)
+			if !errors.Is(s.readErr, queue.ErrEmpty) {
+				break
+			}
+			s.missing = append(s.missing, seq)
+		}
+		if s.head == nil && (s.readErr == nil || errors.Is(s.readErr, queue.ErrEmpty)) {
+			if s.search {
+				s.head, s.readErr = d.q.Next(ctx, s.k.token, s.from)
+			} else {
+				s.readErr = queue.ErrEmpty
+			}
+		}
 	}
+}
+
+// planRead decides how s reads k's head: by exact sequence when Watch has
+// reported the key's next jobs (one index lookup), by searching the key's
+// subject only when the drainer cannot know (after taking the drain over,
+// or when every reported job is gone). A search costs a scan over every
+// job stored after s.from, of all keys.
+func (d *Drainer) planRead(k *keyState, s *step) {
+	i := 0
+	for i < len(k.seqs) && k.seqs[i] < s.from {
+		i++
+	}
+	k.seqs = k.seqs[i:]
+	s.exact = append([]uint64(nil), k.seqs[:min(len(k.seqs), 4)]...)
+	s.search = !k.trust
 }
 
 // complete applies a finished step to its key's state.
@@ -206,6 +241,12 @@ func (d *Drainer) complete(s *step) {
 			k.due = now.Add(retryRead)
 		}
 	}
+	if len(s.missing) > 0 {
+		k.seqs = slices.DeleteFunc(k.seqs, func(q uint64) bool { return slices.Contains(s.missing, q) })
+		if len(k.seqs) == 0 && s.head == nil {
+			k.trust = false // the jobs reported are gone: search next time
+		}
+	}
 	if s.read {
 		switch {
 		case s.head != nil:
@@ -216,6 +257,12 @@ func (d *Drainer) complete(s *step) {
 			}
 			k.wake = false
 		case errors.Is(s.readErr, queue.ErrEmpty):
+			if s.search && d.active {
+				k.trust = true // caught up: Watch reports whatever comes next
+			}
+			if len(k.seqs) > 0 {
+				k.wake = true // reported jobs left to try
+			}
 			if k.wake {
 				k.wake = false
 				k.fetch, k.fetchAt = true, now

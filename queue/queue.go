@@ -279,6 +279,25 @@ func (q *Queue) Next(ctx context.Context, token string, from uint64) (*Msg, erro
 	return decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
 }
 
+// Get returns the job stored at seq, which must be a job of key token; an
+// error wrapping ErrEmpty when it is gone. Unlike Next it is one index
+// lookup, however many other keys' jobs are stored after it.
+func (q *Queue) Get(ctx context.Context, token string, seq uint64) (*Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	raw, err := q.stream.GetMsg(ctx, seq)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, ErrEmpty
+		}
+		return nil, classify("queue: get", err)
+	}
+	if raw.Subject != q.prefix+token {
+		return nil, fmt.Errorf("queue: get %d: %w: it belongs to %s, not %s", seq, ErrEmpty, raw.Subject, q.prefix+token)
+	}
+	return decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
+}
+
 func decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
 	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: data, Header: h}}
 	m.ID = h.Get(HeaderJobID)
@@ -313,6 +332,21 @@ func (q *Queue) Remove(ctx context.Context, seq uint64) error {
 // Depths returns the number of jobs stored per key, read from the stream
 // (exact, but one JetStream request over every subject: not for a hot path).
 func (q *Queue) Depths(ctx context.Context) (map[string]uint64, error) {
+	byToken, err := q.TokenDepths(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]uint64, len(byToken))
+	for t, n := range byToken {
+		if k, err := DecodeKey(t); err == nil {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+// TokenDepths is Depths keyed by key token.
+func (q *Queue) TokenDepths(ctx context.Context) (map[string]uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
 	defer cancel()
 	info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(q.prefix+"*"))
@@ -322,9 +356,7 @@ func (q *Queue) Depths(ctx context.Context) (map[string]uint64, error) {
 	out := make(map[string]uint64, len(info.State.Subjects))
 	for subj, n := range info.State.Subjects {
 		if t := q.Token(subj); t != "" {
-			if k, err := DecodeKey(t); err == nil {
-				out[k] = n
-			}
+			out[t] = n
 		}
 	}
 	return out, nil

@@ -56,8 +56,12 @@ type runtime struct {
 	admit    atomic.Pointer[admission] // the admit block's limiter; nil without one
 	deferQ   *queue.Queue              // deferred jobs
 	override atomic.Bool               // the live policy is a stored override
-	deferD   *drain.Drainer            // re-admits deferred jobs
-	counter  counters
+	// fullUntil remembers, per key token, until when the key's queue is
+	// known to be full (a time.Time), so that a flood on a full key is
+	// answered 429 without a JetStream round trip each.
+	fullUntil sync.Map
+	deferD    *drain.Drainer // re-admits deferred jobs
+	counter   counters
 }
 
 type counters struct {
@@ -252,6 +256,7 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 	}
 	s.leaseWG.Go(follow)
 	s.leaseWG.Go(func() { s.keepMembership(ctx, leases) })
+	s.leaseWG.Go(func() { s.sweepFull(ctx) })
 	var first sync.WaitGroup
 	for name, rt := range s.runtimes {
 		first.Add(1)
@@ -343,6 +348,30 @@ func (s *Shaper) stopDrainers(ctx context.Context) {
 		}
 	}
 	wg.Wait()
+}
+
+// sweepFull forgets expired full-queue verdicts of keys nobody submits to
+// any more, until ctx ends.
+func (s *Shaper) sweepFull(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.mu.RLock()
+			for _, rt := range s.runtimes {
+				rt.fullUntil.Range(func(k, v any) bool {
+					if !now.Before(v.(time.Time)) {
+						rt.fullUntil.Delete(k)
+					}
+					return true
+				})
+			}
+			s.mu.RUnlock()
+		}
+	}
 }
 
 // recordDelivery keeps job records of delivered and failing jobs.

@@ -92,12 +92,26 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 	}
 	base := outcome{ID: id, Policy: p.Name, Key: sub.key}
 	var rec queue.Receipt
-	if p.Queue < rt.q.Limit() && rt.d.Key(token, now).Queued >= int64(p.Queue) {
+	until, known := rt.fullUntil.Load(token)
+	if known && !now.Before(until.(time.Time)) {
+		rt.fullUntil.Delete(token)
+		known = false
+	}
+	if known {
+		err = queue.ErrFull // JetStream said so, and no slot frees before then
+	} else if p.Queue < rt.q.Limit() && rt.d.Key(token, now).Queued >= int64(p.Queue) {
 		// The queue size was lowered over live jobs: the stream still allows
 		// more, so the smaller size is enforced here (per shaper, not atomic).
 		err = queue.ErrFull
 	} else {
 		rec, err = rt.q.Admit(ctx, job)
+		if errors.Is(err, queue.ErrFull) && rt.d.Active() {
+			// This shaper drains the key, so it knows exactly when a slot
+			// frees: until then the answer cannot change.
+			if room := rt.d.Key(token, now).RoomIn; room > 0 {
+				rt.fullUntil.Store(token, now.Add(room))
+			}
+		}
 	}
 	switch {
 	case err == nil:
