@@ -14,14 +14,24 @@
 //
 // A step delivers the held job, frees the slots of jobs delivered before it,
 // and reads the key's next job. Because the head is read ahead, a delivery
-// starts at its slot without waiting on JetStream.
+// starts at its slot without waiting on JetStream. The head is read by the
+// exact stream sequence Watch reported for the key (one index lookup); the
+// drainer searches the key's subject only when it cannot know, after taking
+// a policy's drain over from another shaper: such a search scans every job
+// stored after the key's last one, of all keys.
+//
+// # Several shapers
+//
+// A Drainer can be passive (Config.Passive, SetActive): it watches and
+// counts, so its owner can answer producers, but delivers nothing. The
+// shaper package makes exactly one drainer per policy active, by lease.
 //
 // # Pacing
 //
 // Slots of a key are one outflow interval apart and advance by the schedule,
 // not by when a delivery happens to run, so under backlog the achieved rate
 // is the configured one; a drain that falls more than an interval behind
-// restarts its schedule from now instead of bursting to catch up (see
+// resumes on the key's own slot grid instead of bursting to catch up (see
 // nextSlot). With a policy Total, a due key must also take the policy's next
 // slot; keys get those slots in the order they fell due, so the cap is shared
 // fairly.

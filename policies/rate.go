@@ -68,7 +68,7 @@ const (
 func (r Rate) check() error {
 	switch {
 	case math.IsNaN(r.N) || math.IsInf(r.N, 0) || r.N <= 0:
-		return errors.New("N must be a positive number")
+		return errors.New("the count N must be a positive number")
 	case r.Per <= 0:
 		return errors.New("period must be positive")
 	}

@@ -110,7 +110,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"zero", func(p *Policy) { *p = Policy{} }, "name: missing"},
 		{"name", func(p *Policy) { p.Name = "a/b" }, `name: "a/b": want only letters`},
-		{"outflow NaN", func(p *Policy) { p.Outflow.N = nan() }, "outflow: rate NaN/s: N must be a positive number"},
+		{"outflow NaN", func(p *Policy) { p.Outflow.N = nan() }, "outflow: rate NaN/s: the count N must be a positive number"},
 		{"outflow zero", func(p *Policy) { p.Outflow = Rate{} }, "outflow: missing"},
 		{"outflow no period", func(p *Policy) { p.Outflow.Per = -time.Second }, "outflow: rate 1/-1s: period must be positive"},
 		{"total half set", func(p *Policy) { p.Total = Rate{N: 0, Per: time.Second} }, "total: rate"},

@@ -18,10 +18,12 @@
 // retry of the same id within the duplicate window stores nothing new.
 //
 // The drain side does not use a consumer per key (a stream allows 1,000
-// consumers by default): it reads the head of a key's queue with a
-// "next message for subject" get (Next), and frees the slot by deleting that
-// message once it is delivered (Remove). Watch streams a headers-only notice
-// of every stored job, which is how a drainer learns which keys have work.
+// consumers by default): Watch streams a headers-only notice of every stored
+// job, which is how a drainer learns which keys have work and at which
+// sequences; it reads a job by sequence (Get, one index lookup), or searches
+// a key's subject from a sequence on (Next, a scan: only when the sequences
+// are unknown), and frees the slot by deleting the message once it is
+// delivered (Remove).
 //
 // Keys are arbitrary UTF-8 strings of up to MaxKeyLen bytes. EncodeKey maps a
 // key injectively onto one subject token: keys of [A-Za-z0-9_-] are their own

@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/internal/testenv"
-	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper"
 )
 
@@ -60,40 +59,7 @@ policies:
 // benchShaper starts a Shaper with benchPolicies, stopped when b ends.
 func benchShaper(b *testing.B) *shaper.Shaper {
 	b.Helper()
-	set, err := policies.Parse("bench.yaml", []byte(benchPolicies))
-	if err != nil {
-		b.Fatalf("policies: %v", err)
-	}
-	s, err := shaper.New(shaper.Config{
-		Policies:   set,
-		HTTPAddr:   "127.0.0.1:0",
-		NATSListen: "127.0.0.1:-1",
-		DataDir:    b.TempDir(),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		cancel()
-		b.Fatalf("Run = %v before ready", err)
-	case <-time.After(20 * time.Second):
-		cancel()
-		b.Fatal("shaper not ready after 20s")
-	}
-	b.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			b.Error("Run did not return 20s after cancel")
-		}
-	})
-	return s
+	return testenv.Shaper(b, shaper.Config{Policies: testenv.Policies(b, benchPolicies)}).Shaper
 }
 
 // benchHTTPClient is one client for every HTTP benchmark: keep-alive

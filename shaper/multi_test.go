@@ -1,16 +1,12 @@
 package shaper_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/shaper-dev/shaper/internal/testenv"
-	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper"
 )
@@ -20,36 +16,21 @@ import (
 // the other takes over and nothing is lost.
 func TestTwoShapersShareQueuesAndRate(t *testing.T) {
 	ns := testenv.NATS(t)
-	set, err := policies.Parse("p.yaml", []byte(`
+	set := testenv.Policies(t, `
 policies:
   - name: shared
     outflow: 20/s
     queue: 60
-`))
-	if err != nil {
-		t.Fatal(err)
+`)
+	startOne := func(id string) *testenv.Running {
+		return testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: ns.ClientURL(), InstanceID: id, LeaseTTL: 1500 * time.Millisecond})
 	}
-	startOne := func(id string) (*shaper.Shaper, context.CancelFunc, chan error) {
-		s, err := shaper.New(shaper.Config{Policies: set, HTTPAddr: "127.0.0.1:0", NATSURL: ns.ClientURL(),
-			InstanceID: id, LeaseTTL: 1500 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Run(ctx) }()
-		<-s.Ready()
-		t.Cleanup(func() { cancel(); <-done })
-		return s, cancel, done
-	}
-	a, stopA, doneA := startOne("a")
-	b, _, _ := startOne("b")
+	a, b := startOne("a"), startOne("b")
 	nc := testenv.Connect(t, ns)
 	wait := collect(t, nc, "shaper.out.shared.>")
 
 	// 70 submissions alternating between the shapers: exactly 60 fit.
-	ra := &running{Shaper: a, base: "http://" + a.HTTPAddr()}
-	rb := &running{Shaper: b, base: "http://" + b.HTTPAddr()}
+	ra, rb := wrap(t, a), wrap(t, b)
 	accepted := 0
 	for i := range 70 {
 		r := ra
@@ -65,7 +46,7 @@ policies:
 		t.Errorf("70 submissions through two shapers to a queue of 60: %d accepted, want 60 (a few more as the drain frees slots)", accepted)
 	}
 	draining := 0
-	for _, s := range []*shaper.Shaper{a, b} {
+	for _, s := range []*testenv.Running{a, b} {
 		if s.Status()[0].Draining {
 			draining++
 		}
@@ -76,9 +57,7 @@ policies:
 	wait(20, 10*time.Second)
 	// Stop whichever drains; the other must take over.
 	if a.Status()[0].Draining {
-		stopA()
-		<-doneA
-		doneA <- nil // for the cleanup
+		a.Stop()
 	} else {
 		t.Log("b drains; stopping a changes nothing, stopping neither")
 	}
@@ -105,5 +84,4 @@ policies:
 			t.Fatalf("%d deliveries of one key within a second through two shapers, past 20/s", n)
 		}
 	}
-	_ = nats.Header{}
 }

@@ -2,7 +2,6 @@ package shaper_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,64 +15,33 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaper-dev/shaper/internal/testenv"
-	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper"
 )
 
-// running is a Shaper serving in the background of a test.
+// running is a Shaper serving in the background of a test, with a client
+// connection to its embedded JetStream when it has one.
 type running struct {
-	*shaper.Shaper
+	*testenv.Running
 	base string // http://host:port
 	nc   *nats.Conn
 }
 
 func start(t *testing.T, yaml string, edit ...func(*shaper.Config)) *running {
 	t.Helper()
-	set, err := policies.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatalf("policies: %v", err)
-	}
-	cfg := shaper.Config{
-		Policies:   set,
-		HTTPAddr:   "127.0.0.1:0",
-		NATSListen: "127.0.0.1:-1",
-		DataDir:    t.TempDir(),
-	}
+	cfg := shaper.Config{Policies: testenv.Policies(t, yaml)}
 	for _, e := range edit {
 		e(&cfg)
 	}
-	s, err := shaper.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("Run = %v before ready", err)
-	case <-time.After(20 * time.Second):
-		cancel()
-		t.Fatal("shaper not ready after 20s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run = %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("Run did not return 20s after cancel")
-		}
-	})
-	r := &running{Shaper: s, base: "http://" + s.HTTPAddr()}
-	if cfg.NATSURL == "" {
-		r.nc, err = nats.Connect(s.NATSURL())
-		if err != nil {
+	return wrap(t, testenv.Shaper(t, cfg))
+}
+
+func wrap(t *testing.T, s *testenv.Running) *running {
+	t.Helper()
+	r := &running{Running: s, base: "http://" + s.HTTPAddr()}
+	if s.NATSURL() != "" {
+		var err error
+		if r.nc, err = nats.Connect(s.NATSURL()); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.nc.Close)

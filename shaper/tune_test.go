@@ -1,7 +1,6 @@
 package shaper_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/shaper-dev/shaper/internal/testenv"
-	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper"
 )
 
@@ -114,21 +112,9 @@ func TestTuneLive(t *testing.T) {
 // A change made through one shaper reaches the others, and outlives a restart.
 func TestTuneReachesEveryShaper(t *testing.T) {
 	ns := testenv.NATS(t)
-	set, err := policies.Parse("p.yaml", []byte(tunePolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := testenv.Policies(t, tunePolicy)
 	startOne := func(id string) *running {
-		s, err := shaper.New(shaper.Config{Policies: set, HTTPAddr: "127.0.0.1:0", NATSURL: ns.ClientURL(), InstanceID: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Run(ctx) }()
-		<-s.Ready()
-		t.Cleanup(func() { cancel(); <-done })
-		return &running{Shaper: s, base: "http://" + s.HTTPAddr()}
+		return wrap(t, testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: ns.ClientURL(), InstanceID: id}))
 	}
 	a, b := startOne("a"), startOne("b")
 	if code, _ := a.put(t, "/v1/policies/t", `{"outflow": "7/s", "queue": 9}`); code != 200 {

@@ -313,7 +313,6 @@ type sendRun struct {
 	counts [numOutcomes]atomic.Int64
 
 	mu         sync.Mutex
-	latencies  []time.Duration
 	details    map[string]int64
 	firstError string
 }

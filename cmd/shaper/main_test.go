@@ -16,7 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
 )
 
@@ -78,26 +78,14 @@ func TestDeadCommands(t *testing.T) {
 		got <- r.Header.Get("Shaper-Key")
 	}))
 	defer hook.Close()
-	set, err := policies.Parse("p.yaml", []byte(fmt.Sprintf(`
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, fmt.Sprintf(`
 policies:
   - name: hooks
     outflow: 20/s
     queue: 10
     retry: {attempts: 2, backoff: 50ms, max_backoff: 100ms}
     deliver: {webhook: %q}
-`, hook.URL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := shaper.New(shaper.Config{Policies: set, HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-s.Ready()
+`, hook.URL))})
 	addr := s.HTTPAddr()
 	resp, err := http.Post("http://"+addr+"/v1/jobs/hooks/a.b", "", strings.NewReader("payload"))
 	if err != nil || resp.StatusCode != http.StatusAccepted {
@@ -148,19 +136,7 @@ policies:
 }
 
 func TestPoliciesSet(t *testing.T) {
-	set, err := policies.Parse("p.yaml", []byte("policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := shaper.New(shaper.Config{Policies: set, HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-s.Ready()
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n")})
 	addr := s.HTTPAddr()
 	out, _, err := runCLI(t, "policies", "set", "--http", addr, "--outflow", "9/s", "--queue", "7", "p")
 	if err != nil || !strings.Contains(out, "outflow 9/s per key, queue 7") || !strings.Contains(out, "live override") {
