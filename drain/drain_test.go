@@ -321,3 +321,51 @@ func TestDrainRetriesFailedDelivery(t *testing.T) {
 		}
 	}
 }
+
+// A drainer that takes a policy over (passive, then active) delivers every
+// job, in order, whether it was stored before it started or while another
+// drainer was delivering: it reads heads by the sequences it watched, and
+// skips those the other one removed.
+func TestDrainHandover(t *testing.T) {
+	r := newRig(t, policy(t, "50/s", 100), drain.NATSConfig{})
+	sink, err := drain.NewNATSSink(r.nc, drain.NATSConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := drain.New(r.q, sink, r.pol, drain.Config{Passive: true})
+	t.Cleanup(b.Stop)
+	want := map[string][]string{}
+	for i := range 30 { // three keys, interleaved
+		k := fmt.Sprint("k", i%3)
+		id := fmt.Sprintf("%s-%d", k, i/3)
+		want[k] = append(want[k], id)
+		if _, err := r.q.Admit(context.Background(), queue.Job{ID: id, Key: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Start(context.Background())
+	r.d.Start(context.Background()) // a drains first
+	r.wait(9, 10*time.Second)
+	r.d.SetActive(false)
+	time.Sleep(100 * time.Millisecond) // a's steps in flight end
+	b.SetActive(true)
+	ds := r.wait(30, 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	r.mu.Lock()
+	ds = append([]delivery(nil), r.got...)
+	r.mu.Unlock()
+	seen := map[string]bool{}
+	var uniq []delivery
+	for _, d := range ds {
+		if !seen[d.id] {
+			seen[d.id] = true
+			uniq = append(uniq, d)
+		}
+	}
+	if dups := len(ds) - len(uniq); dups > 3 {
+		t.Errorf("%d duplicates across the handover, want at most one per key", dups)
+	}
+	for k, kd := range byKey(uniq) {
+		checkFIFO(t, k, kd, want[k])
+	}
+}

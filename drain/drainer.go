@@ -253,6 +253,14 @@ func (d *Drainer) resyncWhilePassive(ctx context.Context) {
 		if d.Active() {
 			continue
 		}
+		// Note what was reported before asking: jobs reported later are not
+		// in the answer's counts.
+		d.mu.Lock()
+		seen := make(map[string]uint64, len(d.keys))
+		for tok, k := range d.keys {
+			seen[tok] = k.notified
+		}
+		d.mu.Unlock()
 		depths, err := d.q.TokenDepths(ctx)
 		if err != nil {
 			continue
@@ -261,8 +269,17 @@ func (d *Drainer) resyncWhilePassive(ctx context.Context) {
 		if !d.active {
 			d.queued = 0
 			for tok, k := range d.keys {
-				k.depth = int64(depths[tok])
+				hw, ok := seen[tok]
+				if !ok {
+					d.queued += k.depth // made after the snapshot: its count is its own
+					continue
+				}
+				k.depth = int64(depths[tok]) + int64(countAbove(k.seqs, hw))
 				d.queued += k.depth
+				// The active drainer removes a key's jobs oldest first: of the
+				// jobs reported before the snapshot, the ones left are the
+				// newest depths[tok].
+				trimOldest(&k.seqs, hw, int(depths[tok]))
 				if k.depth == 0 && !k.busy && k.held == nil {
 					d.heap.drop(k)
 					delete(d.keys, tok)
@@ -270,6 +287,24 @@ func (d *Drainer) resyncWhilePassive(ctx context.Context) {
 			}
 		}
 		d.mu.Unlock()
+	}
+}
+
+// countAbove counts the sequences in seqs (ascending) above hw.
+func countAbove(seqs []uint64, hw uint64) int {
+	n := 0
+	for i := len(seqs) - 1; i >= 0 && seqs[i] > hw; i-- {
+		n++
+	}
+	return n
+}
+
+// trimOldest drops the oldest of the sequences at or below hw in *seqs
+// (ascending), keeping keep of them and every sequence above hw.
+func trimOldest(seqs *[]uint64, hw uint64, keep int) {
+	upTo := len(*seqs) - countAbove(*seqs, hw)
+	if drop := upTo - keep; drop > 0 {
+		*seqs = append((*seqs)[:0], (*seqs)[drop:]...)
 	}
 }
 
@@ -351,7 +386,8 @@ func (d *Drainer) SetActive(active bool) {
 			}
 			k.held, k.bury, k.fails, k.history = nil, "", 0, nil
 			k.reserved = false
-			k.seqs, k.trust = nil, false // another drainer may have read some: search once
+			// k.seqs stays: jobs another drainer removed meanwhile are skipped
+			// when their read finds them gone.
 			if active && k.depth > 0 {
 				k.fetch, k.fetchAt = true, now
 			}
@@ -389,15 +425,16 @@ func (d *Drainer) notice(n queue.Notice) {
 	defer d.mu.Unlock()
 	k := d.keys[n.Token]
 	if k == nil {
-		// A key first seen while active is seen from its first job on.
-		k = &keyState{token: n.Token, name: n.Key, idx: -1, trust: d.active}
+		// Watch reports every job of the stream, in order, from the first:
+		// a key's state made at its first notice knows all its jobs.
+		k = &keyState{token: n.Token, name: n.Key, idx: -1}
 		d.keys[n.Token] = k
 	}
 	if n.Seq <= k.notified {
 		return
 	}
 	k.notified = n.Seq
-	if d.active && n.Seq >= k.from {
+	if n.Seq >= k.from {
 		k.seqs = append(k.seqs, n.Seq)
 	}
 	if _, ok := k.early[n.Seq]; ok {

@@ -27,8 +27,7 @@ type keyState struct {
 	bury     string     // dead-letter held with this reason
 	next     time.Time  // earliest start of the key's next delivery (pacing)
 	from     uint64     // read the head from this sequence on
-	seqs     []uint64   // sequences Watch reported while active, not yet read (ascending)
-	trust    bool       // seqs lists every job of the key from `from` on: no need to search
+	seqs     []uint64   // sequences Watch reported, not yet read (ascending): every job of the key from `from` on
 
 	pend      []uint64  // delivered jobs whose slots are not yet freed
 	pendingAt time.Time // when to free them if no delivery does it first

@@ -25,8 +25,7 @@ type step struct {
 	remove    []uint64
 	read      bool
 	from      uint64
-	exact     []uint64 // read the head at these sequences, in order
-	search    bool     // else search the key's subject from `from` on
+	exact     []uint64 // read the head at the first of these sequences still stored
 	subject   string
 
 	// results
@@ -178,21 +177,16 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 			}
 			s.missing = append(s.missing, seq)
 		}
-		if s.head == nil && (s.readErr == nil || errors.Is(s.readErr, queue.ErrEmpty)) {
-			if s.search {
-				s.head, s.readErr = d.q.Next(ctx, s.k.token, s.from)
-			} else {
-				s.readErr = queue.ErrEmpty
-			}
+		if s.head == nil && s.readErr == nil {
+			s.readErr = queue.ErrEmpty
 		}
 	}
 }
 
-// planRead decides how s reads k's head: by exact sequence when Watch has
-// reported the key's next jobs (one index lookup), by searching the key's
-// subject only when the drainer cannot know (after taking the drain over,
-// or when every reported job is gone). A search costs a scan over every
-// job stored after s.from, of all keys.
+// planRead decides where s reads k's head: at the sequences Watch reported
+// for the key, one index lookup each, never a search of the key's subject
+// (which would scan every job stored after s.from, of all keys). A job found
+// gone was removed by another drainer before this one took over: skipped.
 func (d *Drainer) planRead(k *keyState, s *step) {
 	i := 0
 	for i < len(k.seqs) && k.seqs[i] < s.from {
@@ -200,7 +194,6 @@ func (d *Drainer) planRead(k *keyState, s *step) {
 	}
 	k.seqs = k.seqs[i:]
 	s.exact = append([]uint64(nil), k.seqs[:min(len(k.seqs), 4)]...)
-	s.search = !k.trust
 }
 
 // complete applies a finished step to its key's state.
@@ -243,9 +236,6 @@ func (d *Drainer) complete(s *step) {
 	}
 	if len(s.missing) > 0 {
 		k.seqs = slices.DeleteFunc(k.seqs, func(q uint64) bool { return slices.Contains(s.missing, q) })
-		if len(k.seqs) == 0 && s.head == nil {
-			k.trust = false // the jobs reported are gone: search next time
-		}
 	}
 	if s.read {
 		switch {
@@ -257,9 +247,6 @@ func (d *Drainer) complete(s *step) {
 			}
 			k.wake = false
 		case errors.Is(s.readErr, queue.ErrEmpty):
-			if s.search && d.active {
-				k.trust = true // caught up: Watch reports whatever comes next
-			}
 			if len(k.seqs) > 0 {
 				k.wake = true // reported jobs left to try
 			}
