@@ -349,10 +349,10 @@ func TestDrainHandover(t *testing.T) {
 	r.d.SetActive(false)
 	time.Sleep(100 * time.Millisecond) // a's steps in flight end
 	b.SetActive(true)
-	ds := r.wait(30, 10*time.Second)
+	r.wait(30, 10*time.Second)
 	time.Sleep(200 * time.Millisecond)
 	r.mu.Lock()
-	ds = append([]delivery(nil), r.got...)
+	ds := append([]delivery(nil), r.got...)
 	r.mu.Unlock()
 	seen := map[string]bool{}
 	var uniq []delivery
