@@ -12,7 +12,7 @@ import (
 
 // startEmbedded runs an in-process nats-server with JetStream storing in
 // dir, listening for outside clients on listen ("host:port", port -1 for any).
-func startEmbedded(listen, dir string) (*server.Server, error) {
+func startEmbedded(listen, dir string, maxPayload int) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("shaper: --nats-listen %q: %w", listen, err)
@@ -37,6 +37,8 @@ func startEmbedded(listen, dir string) (*server.Server, error) {
 		StoreDir:   filepath.Join(dir, "jetstream"),
 		NoSigs:     true,
 		NoLog:      true,
+		// Room for the largest job plus its headers (the default is 1 MB).
+		MaxPayload: int32(max(maxPayload, 1<<20) + 64<<10),
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

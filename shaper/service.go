@@ -139,7 +139,12 @@ func (s *Shaper) Run(ctx context.Context) error {
 		return fmt.Errorf("shaper: http listen %s: %w", s.cfg.HTTPAddr, err)
 	}
 	s.httpAddr.Store(ln.Addr().String())
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute, // a job body that trickles in for longer is cut off
+		IdleTimeout:       2 * time.Minute,
+	}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- hs.Serve(ln) }()
 
@@ -201,7 +206,7 @@ func (s *Shaper) connect() error {
 	}
 	var err error
 	if s.cfg.NATSURL == "" {
-		if s.srv, err = startEmbedded(s.cfg.NATSListen, s.cfg.DataDir); err != nil {
+		if s.srv, err = startEmbedded(s.cfg.NATSListen, s.cfg.DataDir, s.cfg.MaxPayload); err != nil {
 			return err
 		}
 		opts = append(opts, nats.InProcessServer(s.srv))

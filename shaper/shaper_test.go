@@ -273,6 +273,7 @@ policies:
 		{"10 KB key", "p", strings.Repeat("é", 5000), 1, http.StatusBadRequest},
 		{"unknown policy", "nope", "k", 1, http.StatusNotFound},
 		{"4 MiB payload", "p", "k", 4 << 20, http.StatusRequestEntityTooLarge},
+		{"1 MiB + 1 payload", "p", "k", 1<<20 + 1, http.StatusRequestEntityTooLarge},
 	} {
 		a := r.post(t, tc.policy, tc.key, make([]byte, tc.size))
 		if a.code != tc.want {
@@ -282,11 +283,14 @@ policies:
 			t.Errorf("%s: problem %v has no detail", tc.name, a.body)
 		}
 	}
+	if a := r.post(t, "p", "big", make([]byte, 1<<20)); a.code != http.StatusAccepted {
+		t.Errorf("a payload of exactly 1 MiB = %d %v, want 202", a.code, a.body)
+	}
 	// Nothing was queued by the bad submissions.
 	time.Sleep(100 * time.Millisecond)
 	for _, st := range r.Status() {
-		if st.Admitted != uint64(len(keys)) {
-			t.Errorf("policy %s admitted %d, want %d", st.Name, st.Admitted, len(keys))
+		if st.Admitted != uint64(len(keys))+1 {
+			t.Errorf("policy %s admitted %d, want %d", st.Name, st.Admitted, len(keys)+1)
 		}
 	}
 }
