@@ -2,10 +2,11 @@ package shaper
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -80,23 +81,28 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 	if o, ok := s.admitLimit(ctx, rt, p, sub.key); !ok {
 		return o
 	}
+	now := time.Now()
+	defers := p.Overflow == policies.OverflowDefer
+	until, known := rt.fullUntil.Load(token)
+	if known && !now.Before(until.(time.Time)) {
+		rt.fullUntil.Delete(token)
+		known = false
+	}
+	if known && !defers {
+		// A flood on a full key: answered without making a job at all.
+		rt.counter.rejected.Add(1)
+		return s.full(rt, p, token, outcome{Policy: p.Name, Key: sub.key}, now)
+	}
 	id := jobID(sub)
 	h := nats.Header{}
 	h.Set(queue.HeaderTrace, traceparent(sub.traceparent))
-	now := time.Now()
 	job := queue.Job{ID: id, Key: sub.key, Payload: sub.payload, EnqueuedAt: now, Header: h}
-	defers := p.Overflow == policies.OverflowDefer
 	if defers && rt.deferD.Key(token, now).Queued > 0 {
 		// Deferred jobs of this key go first: a slot that frees is theirs.
 		return s.deferJob(ctx, rt, p, token, job, now)
 	}
 	base := outcome{ID: id, Policy: p.Name, Key: sub.key}
 	var rec queue.Receipt
-	until, known := rt.fullUntil.Load(token)
-	if known && !now.Before(until.(time.Time)) {
-		rt.fullUntil.Delete(token)
-		known = false
-	}
 	if known {
 		err = queue.ErrFull // JetStream said so, and no slot frees before then
 	} else if p.Queue < rt.q.Limit() && rt.d.Key(token, now).Queued >= int64(p.Queue) {
@@ -192,13 +198,17 @@ func jobID(sub submission) string {
 	return "i" + hex.EncodeToString(sum[:12])
 }
 
-// traceparent returns tp when it is a W3C traceparent, else a new one.
+// traceparent returns tp when it is a W3C traceparent, else a new one. Trace
+// ids need to be unique, not secret: they come from math/rand/v2, which
+// costs no system call.
 func traceparent(tp string) string {
 	if validTraceparent(tp) {
 		return tp
 	}
 	var b [24]byte
-	rand.Read(b[:])
+	binary.LittleEndian.PutUint64(b[0:], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64()|1) // never all zero
+	binary.LittleEndian.PutUint64(b[16:], rand.Uint64()|1)
 	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
 }
 
