@@ -6,8 +6,14 @@
 // The tests cover the guarantees in DESIGN.md that only real processes can
 // show: a job answered 202 survives kill -9 of the shaper (TestKill9Restart)
 // and the loss of a node of a 3-node JetStream cluster (TestClusterNodeLoss),
-// per-key queue limits hold across that failover, and a graceful shutdown
-// delivers nothing twice (TestGracefulShutdown).
+// per-key queue limits hold across that failover, a graceful shutdown
+// delivers nothing twice, also with an idle client connection open
+// (TestGracefulShutdown, TestGracefulShutdownIdleConn), a deferred job
+// survives kill -9 and is delivered after the restart
+// (TestDeferredSurvivesKill9), and two shapers on a 3-node cluster with
+// Redis keep per-key queue sizes, rates and admission limits global, hand
+// the drain over when the draining one is killed, and keep admitting when
+// Redis is lost (TestTwoShapersOnCluster).
 //
 // Run them with
 //
