@@ -329,8 +329,9 @@ policies:
 	}
 }
 
-// 10,000 deferred jobs on 100 keys re-enter without any key going past its
-// queue size or rate, and other keys' fresh submissions still get in.
+// 10,000 deferred jobs on 100 keys (110 submissions a key, queue 5) re-enter
+// without any key going past its queue size or rate, and other keys' fresh
+// submissions still get in.
 func TestDeferRetryStorm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("storm test: -short")
@@ -377,7 +378,8 @@ policies:
 			}
 		})
 	}
-	for i := range 100 {
+	const perKey = 110
+	for i := range perKey {
 		for k := range 100 {
 			jobs <- [2]int{k, i}
 		}
@@ -385,6 +387,9 @@ policies:
 	close(jobs)
 	wg.Wait()
 	t.Logf("storm: %d accepted, %d deferred", acceptedN.Load(), deferredN.Load())
+	if deferredN.Load() < 10000 {
+		t.Fatalf("only %d jobs deferred, want a storm of at least 10,000", deferredN.Load())
+	}
 	// Fresh submissions to other keys get in while 100 keys retry.
 	for i := range 20 {
 		start := time.Now()
@@ -395,10 +400,11 @@ policies:
 			t.Errorf("fresh submission took %v during the storm", d)
 		}
 	}
+	const total = 100*perKey + 20
 	deadline := time.Now().Add(90 * time.Second)
-	for h.total() < 10020 {
+	for h.total() < total {
 		if time.Now().After(deadline) {
-			t.Fatalf("storm: %d of 10,020 deliveries after 90 s; status %+v", h.total(), r.Status()[0])
+			t.Fatalf("storm: %d of %d deliveries after 90 s; status %+v", h.total(), total, r.Status()[0])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -408,8 +414,8 @@ policies:
 	}
 	for k := range 100 {
 		hits := h.hits(fmt.Sprint("s", k))
-		if len(hits) != 100 {
-			t.Errorf("key s%d: %d deliveries, want 100", k, len(hits))
+		if len(hits) != perKey {
+			t.Errorf("key s%d: %d deliveries, want %d", k, len(hits), perKey)
 			continue
 		}
 		for i := range hits {
