@@ -3,6 +3,7 @@ package shaper
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -21,6 +22,16 @@ func startEmbedded(listen, dir string, maxPayload int) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shaper: --nats-listen %q: bad port", listen)
 	}
+	store := filepath.Join(dir, "jetstream")
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		return nil, fmt.Errorf("shaper: data directory: %w (see --data)", err)
+	}
+	if f, err := os.CreateTemp(store, ".write-check-*"); err != nil {
+		return nil, fmt.Errorf("shaper: data directory %s is not writable: %w (see --data)", dir, err)
+	} else {
+		f.Close()
+		os.Remove(f.Name())
+	}
 	if port > 0 {
 		// The server reports a listen failure only through its log: try first.
 		ln, err := net.Listen("tcp", listen)
@@ -34,7 +45,7 @@ func startEmbedded(listen, dir string, maxPayload int) (*server.Server, error) {
 		Host:       host,
 		Port:       port,
 		JetStream:  true,
-		StoreDir:   filepath.Join(dir, "jetstream"),
+		StoreDir:   store,
 		NoSigs:     true,
 		NoLog:      true,
 		// Room for the largest job plus its headers (the default is 1 MB).
@@ -47,7 +58,7 @@ func startEmbedded(listen, dir string, maxPayload int) (*server.Server, error) {
 	go s.Start()
 	if !s.ReadyForConnections(15 * time.Second) {
 		s.Shutdown()
-		return nil, fmt.Errorf("shaper: embedded nats did not start listening on %s (port in use? see --nats-listen)", listen)
+		return nil, fmt.Errorf("shaper: embedded nats did not start on %s with its store in %s", listen, store)
 	}
 	return s, nil
 }

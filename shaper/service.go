@@ -110,6 +110,13 @@ func (s *Shaper) NATSURL() string {
 // leaves queued jobs in JetStream. It returns an error when it cannot start.
 func (s *Shaper) Run(ctx context.Context) error {
 	s.started = time.Now()
+	// Take the HTTP address first: a taken port must not cost a start-up
+	// that drains a moment and then gives up.
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("shaper: http listen %s: %w (see --http)", s.cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
 	if err := s.connect(); err != nil {
 		return err
 	}
@@ -117,7 +124,6 @@ func (s *Shaper) Run(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	var err error
 	if s.rdb, err = connectRedis(runCtx, s.cfg.RedisURL); err != nil {
 		return err
 	}
@@ -131,13 +137,6 @@ func (s *Shaper) Run(ctx context.Context) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		s.stopDrainers(context.Background())
-		cancel()
-		s.leaseWG.Wait()
-		return fmt.Errorf("shaper: http listen %s: %w", s.cfg.HTTPAddr, err)
-	}
 	s.httpAddr.Store(ln.Addr().String())
 	hs := &http.Server{
 		Handler:           s.Handler(),
@@ -253,10 +252,12 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 		s.runtimes[p.Name] = rt
 	}
 	if s.overrides, err = s.openOverrides(ctx); err != nil {
+		s.stopDrainers(context.Background())
 		return err
 	}
 	follow, err := s.watchOverrides(ctx, s.overrides)
 	if err != nil {
+		s.stopDrainers(context.Background())
 		return err
 	}
 	s.leaseWG.Go(follow)

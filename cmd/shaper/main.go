@@ -34,7 +34,11 @@ func main() {
 			}
 			os.Exit(ec.ExitCode())
 		}
-		fmt.Fprintln(os.Stderr, "shaper:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "shaper:") {
+			msg = "shaper: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }

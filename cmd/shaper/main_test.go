@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -148,5 +149,29 @@ func TestPoliciesSet(t *testing.T) {
 	out, _, err = runCLI(t, "policies", "reset", "--http", addr, "p")
 	if err != nil || !strings.Contains(out, "outflow 5/s per key, queue 3") || strings.Contains(out, "override") {
 		t.Errorf("policies reset = %q, %v", out, err)
+	}
+}
+
+func TestServeStartErrorsAreClear(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(good, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n"), 0o644)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	start := time.Now()
+	_, _, err = runCLI(t, "serve", "--policies", good, "--http", taken.Addr().String(), "--nats-listen", "127.0.0.1:-1", "--data", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "--http") {
+		t.Errorf("serve on a taken HTTP port = %v, want an error naming the address and --http", err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	_, _, err = runCLI(t, "serve", "--policies", good, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1", "--data", file)
+	if err == nil || !strings.Contains(err.Error(), "data directory") {
+		t.Errorf("serve with a file as --data = %v, want an error about the data directory", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the two refused starts took %v, want them prompt", d)
 	}
 }
