@@ -15,10 +15,11 @@
 // A step delivers the held job, frees the slots of jobs delivered before it,
 // and reads the key's next job. Because the head is read ahead, a delivery
 // starts at its slot without waiting on JetStream. The head is read by the
-// exact stream sequence Watch reported for the key (one index lookup); the
-// drainer searches the key's subject only when it cannot know, after taking
-// a policy's drain over from another shaper: such a search scans every job
-// stored after the key's last one, of all keys.
+// exact stream sequence Watch reported for the key (one index lookup), never
+// by searching the key's subject, which would scan every job stored after
+// the key's last one, of all keys. Watch reports every job from the stream's
+// first, also while the Drainer is passive, so the list is complete; a job
+// found gone was removed by the drainer this one took over from.
 //
 // # Several shapers
 //
