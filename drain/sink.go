@@ -135,8 +135,14 @@ func (s *NATSSink) Deliver(ctx context.Context, d *Delivery) error {
 	case s.confirm:
 		ctx, cancel := context.WithTimeout(ctx, s.timeout)
 		defer cancel()
-		if _, err := s.nc.RequestMsgWithContext(ctx, m); err != nil {
+		reply, err := s.nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrDelivery, d.Subject, err)
+		}
+		// A status message from the server (a timeout or an error while the
+		// cluster changes) is not a consumer's reply.
+		if st := reply.Header.Get("Status"); st != "" && !strings.HasPrefix(st, "2") {
+			return fmt.Errorf("%w: %s: server status %s %s", ErrDelivery, d.Subject, st, reply.Header.Get("Description"))
 		}
 	default:
 		if err := s.nc.PublishMsg(m); err != nil {

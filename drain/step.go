@@ -175,6 +175,18 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 			if !errors.Is(s.readErr, queue.ErrEmpty) {
 				break
 			}
+			// Gone for good (removed by the drainer this one took over from),
+			// or not there yet (a new stream leader still catching up)? Only
+			// a job at or below the stream's last sequence is gone.
+			last, err := d.q.LastSeq(ctx)
+			if err != nil {
+				s.readErr = err
+				break
+			}
+			if seq > last {
+				s.readErr = fmt.Errorf("drain: job %d not readable yet: the stream leader is at %d", seq, last)
+				break
+			}
 			s.missing = append(s.missing, seq)
 		}
 		if s.head == nil && s.readErr == nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -298,6 +299,18 @@ func (q *Queue) Get(ctx context.Context, token string, seq uint64) (*Msg, error)
 	return decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
 }
 
+// LastSeq returns the sequence of the last job the stream stored, as its
+// leader sees it now.
+func (q *Queue) LastSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	info, err := q.stream.Info(ctx)
+	if err != nil {
+		return 0, classify("queue: last sequence", err)
+	}
+	return info.State.LastSeq, nil
+}
+
 func decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
 	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: data, Header: h}}
 	m.ID = h.Get(HeaderJobID)
@@ -369,39 +382,124 @@ type Notice struct {
 	Seq   uint64
 }
 
-// Watch calls fn, in stream order and from one goroutine, for every job in
-// the queue now and every job stored later, until ctx ends. It reads headers
-// only, so its cost does not grow with payload size. A job removed before
-// Watch reaches it is skipped.
+// Watch calls fn, in stream order and from one goroutine at a time, for
+// every job in the queue now and every job stored later, until ctx ends. It
+// reads headers only, so its cost does not grow with payload size. A job
+// removed before Watch reaches it is skipped.
+//
+// Drainers depend on Watch to learn of every job, so it heals itself: when
+// the stream has stored jobs past the last one reported and nothing has been
+// reported for WatchStall, or when its consumer closes, it starts a new
+// ordered consumer from the job after the last one reported. (nats.go's
+// ordered consumer can hang in its own reset, holding its lock, after a
+// stream leader is lost: the stalled one is abandoned, not waited for.)
 func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
-	cons, err := q.js.OrderedConsumer(ctx, q.Stream(), jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		HeadersOnly:   true,
-	})
-	if err != nil {
-		return classify("queue: watch", err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		md, err := m.Metadata()
-		if err != nil {
-			return
-		}
-		token := q.Token(m.Subject())
-		if token == "" {
-			return
-		}
-		key := m.Headers().Get(HeaderKey)
-		if key == "" {
-			if key, err = DecodeKey(token); err != nil {
+	var (
+		mu       sync.Mutex
+		gen      int       // generation of the consumer allowed to report
+		last     uint64    // last stream sequence reported
+		floor    uint64    // no job up to here is waiting to be reported
+		progress time.Time // when last changed, or floor was raised
+	)
+	handler := func(g int) func(jetstream.Msg) {
+		return func(m jetstream.Msg) {
+			md, err := m.Metadata()
+			if err != nil {
 				return
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			if g != gen || md.Sequence.Stream <= last {
+				return
+			}
+			last, progress = md.Sequence.Stream, time.Now()
+			token := q.Token(m.Subject())
+			if token == "" {
+				return
+			}
+			key := m.Headers().Get(HeaderKey)
+			if key == "" {
+				if key, err = DecodeKey(token); err != nil {
+					return
+				}
+			}
+			fn(Notice{Key: key, Token: token, Seq: md.Sequence.Stream})
 		}
-		fn(Notice{Key: key, Token: token, Seq: md.Sequence.Stream})
-	})
-	if err != nil {
-		return classify("queue: watch", err)
 	}
-	<-ctx.Done()
-	cc.Stop()
+	check := time.NewTicker(WatchStall / 3)
+	defer check.Stop()
+	var current jetstream.ConsumeContext
+	defer func() {
+		if current != nil {
+			go current.Stop() // may block in a hung consumer: never wait for it
+		}
+	}()
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(min(time.Duration(attempt)*250*time.Millisecond, 2*time.Second)):
+			}
+		}
+		mu.Lock()
+		gen++
+		g, from := gen, last+1
+		mu.Unlock()
+		if current != nil {
+			q.cfg.Logger.Warn("queue: restarting the watch", "stream", q.Stream(), "from", from)
+			go current.Stop()
+			current = nil
+		}
+		before, _ := q.LastSeq(ctx)
+		cons, err := q.js.OrderedConsumer(ctx, q.Stream(), jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:   from,
+			HeadersOnly:   true,
+		})
+		if err != nil {
+			continue
+		}
+		cc, err := cons.Consume(handler(g))
+		if err != nil {
+			continue
+		}
+		current = cc
+		mu.Lock()
+		progress = time.Now()
+		if info := cons.CachedInfo(); info != nil && info.NumPending == 0 && before > floor {
+			floor = before // nothing stored up to `before` is left to report
+		}
+		mu.Unlock()
+	watch:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-cc.Closed():
+				break watch
+			case <-check.C:
+				mu.Lock()
+				stalled := time.Since(progress) >= WatchStall
+				reported := max(last, floor)
+				mu.Unlock()
+				if !stalled {
+					continue
+				}
+				stored, err := q.LastSeq(ctx)
+				if err != nil || stored <= reported {
+					mu.Lock()
+					progress = time.Now() // caught up (or cannot tell): look again later
+					mu.Unlock()
+					continue
+				}
+				break watch // jobs stored and none reported for WatchStall
+			}
+		}
+	}
 	return nil
 }
+
+// WatchStall is how long Watch lets its consumer sit with jobs pending and
+// nothing reported before it recreates it.
+const WatchStall = 3 * time.Second
