@@ -405,13 +405,6 @@ func (d *Drainer) Active() bool {
 	return d.active
 }
 
-// Interval returns the time between two deliveries of one key.
-func (d *Drainer) Interval() time.Duration {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.interval
-}
-
 func (d *Drainer) wakeScheduler() {
 	select {
 	case d.kick <- struct{}{}:

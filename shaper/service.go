@@ -124,6 +124,13 @@ func (s *Shaper) Run(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	// abort undoes a start-up that got as far as the drainers and leases.
+	abort := func(err error) error {
+		s.stopDrainers(context.Background())
+		cancel()
+		s.leaseWG.Wait()
+		return err
+	}
 	if s.rdb, err = connectRedis(runCtx, s.cfg.RedisURL); err != nil {
 		return err
 	}
@@ -134,7 +141,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 		}
 	}
 	if err := s.openPolicies(runCtx); err != nil {
-		return err
+		return abort(err)
 	}
 
 	s.httpAddr.Store(ln.Addr().String())
@@ -150,10 +157,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	sub, err := s.subscribeIngress()
 	if err != nil {
 		hs.Close()
-		s.stopDrainers(context.Background())
-		cancel()
-		s.leaseWG.Wait()
-		return err
+		return abort(err)
 	}
 	s.serving.Store(true)
 	close(s.ready)
@@ -234,6 +238,8 @@ func (s *Shaper) disconnect() {
 	}
 }
 
+// openPolicies opens every policy's streams and drainers and starts the
+// leases; on an error the caller stops what was started (Run's abort).
 func (s *Shaper) openPolicies(ctx context.Context) error {
 	var err error
 	if s.jobs, err = openJobStore(ctx, s.js, s.cfg.JobTTL, s.cfg.Replicas, s.log); err != nil {
@@ -246,18 +252,15 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 	for _, p := range s.set.Policies() {
 		rt, err := s.openPolicy(ctx, p)
 		if err != nil {
-			s.stopDrainers(context.Background())
 			return err
 		}
 		s.runtimes[p.Name] = rt
 	}
 	if s.overrides, err = s.openOverrides(ctx); err != nil {
-		s.stopDrainers(context.Background())
 		return err
 	}
 	follow, err := s.watchOverrides(ctx, s.overrides)
 	if err != nil {
-		s.stopDrainers(context.Background())
 		return err
 	}
 	s.leaseWG.Go(follow)

@@ -93,16 +93,10 @@ func (s *Shaper) applyPolicy(ctx context.Context, p policies.Policy, override bo
 		return fmt.Errorf("unknown policy %q", p.Name)
 	}
 	old := rt.pol.Load()
-	if !reflect.DeepEqual(old.Deliver, p.Deliver) {
-		return errors.New("deliver cannot change while running: edit the policy file and restart")
-	}
-	s.mu.Lock()
-	next, err := s.set.With(p)
-	s.mu.Unlock()
+	p, err := s.normalize(rt, p)
 	if err != nil {
 		return err
 	}
-	p, _ = next.Lookup(p.Name)
 	if err := rt.q.Resize(ctx, p.Queue); err != nil {
 		return err
 	}
@@ -154,19 +148,11 @@ func (s *Shaper) handlePolicyPut(w http.ResponseWriter, r *http.Request) {
 		writeOutcome(w, failed(http.StatusBadRequest, "policy "+quote(name)+": name cannot change"))
 		return
 	}
-	if !reflect.DeepEqual(p.Deliver, rt.pol.Load().Deliver) {
-		writeOutcome(w, failed(http.StatusBadRequest, "policy "+quote(name)+": deliver cannot change while running: edit the policy file and restart"))
-		return
-	}
 	p.Line = 0
-	s.mu.Lock()
-	next, err := s.set.With(p)
-	s.mu.Unlock()
-	if err != nil {
-		writeOutcome(w, failed(http.StatusBadRequest, err.Error()))
+	if p, err = s.normalize(rt, p); err != nil {
+		writeOutcome(w, failed(http.StatusBadRequest, "policy "+quote(name)+": "+err.Error()))
 		return
 	}
-	p, _ = next.Lookup(name)
 	b, _ := json.Marshal(p)
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -203,6 +189,22 @@ func (s *Shaper) handleOverrideDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	st, _ := s.policyStatus(name)
 	writeJSON(w, http.StatusOK, st)
+}
+
+// normalize checks that p may replace rt's live policy and returns it with
+// its defaults filled in, validated as the policy file would be.
+func (s *Shaper) normalize(rt *runtime, p policies.Policy) (policies.Policy, error) {
+	if !reflect.DeepEqual(rt.pol.Load().Deliver, p.Deliver) {
+		return p, errors.New("deliver cannot change while running: edit the policy file and restart")
+	}
+	s.mu.RLock()
+	next, err := s.set.With(p)
+	s.mu.RUnlock()
+	if err != nil {
+		return p, err
+	}
+	p, _ = next.Lookup(p.Name)
+	return p, nil
 }
 
 // clonePolicy copies p so that decoding into the copy leaves p alone.
