@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // clusterPolicies: "flow" carries the traffic across the failover, with
@@ -159,6 +161,9 @@ func TestClusterNodeLoss(t *testing.T) {
 		len(ids)-len(rep.missing), len(ids), rep.duplicates, rep.dupJobs, rep.unknown,
 		(rec.lastAt().Sub(start) - killedAt).Round(time.Millisecond), rec.longestGap(start.Add(killedAt)).Round(time.Millisecond))
 	if len(rep.missing) > 0 {
+		states, err := policyStates(cfg.httpAddr)
+		t.Logf("shaper's view: %+v (err %v)", states["flow"], err)
+		t.Logf("where the missing jobs are: %s", findJobs(js, "SHAPER_Q_flow", rep.missing))
 		t.Fatalf("%d of %d jobs answered 202 were never delivered after losing %s, e.g. %v",
 			len(rep.missing), len(ids), victim.name, firstFew(rep.missing, 5))
 	}
@@ -204,4 +209,39 @@ func burst(t *testing.T, s *submitter, policy, key string, n, want int) {
 		t.Errorf("burst of %d to %s/%s (queue %d): %d accepted and %d refused with 429, want %d and %d",
 			n, policy, key, want, byCode[http.StatusAccepted], byCode[http.StatusTooManyRequests], want, n-want)
 	}
+}
+
+// findJobs says where the jobs with the given ids are in stream: the seq and
+// subject of each one still stored, and the stream's state, for a failure
+// report.
+func findJobs(js jetstream.JetStream, stream string, ids []string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return "stream: " + err.Error()
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return "stream info: " + err.Error()
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var found []string
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			continue
+		}
+		if id := m.Header.Get("Shaper-Job-Id"); want[id] {
+			found = append(found, fmt.Sprintf("%s at seq %d on %s (stored %s)", id, seq, m.Subject, m.Time.Format(time.StampMilli)))
+		}
+	}
+	leader := ""
+	if info.Cluster != nil {
+		leader = info.Cluster.Leader
+	}
+	return fmt.Sprintf("stream state %+v, leader %s; still stored: %v", info.State, leader, found)
 }

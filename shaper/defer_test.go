@@ -329,7 +329,7 @@ policies:
 	}
 }
 
-// 10,000 deferred jobs on 100 keys (110 submissions a key, queue 5) re-enter
+// 10,000 deferred jobs on 100 keys (about 115 submissions a key, queue 5) re-enter
 // without any key going past its queue size or rate, and other keys' fresh
 // submissions still get in.
 func TestDeferRetryStorm(t *testing.T) {
@@ -360,13 +360,29 @@ policies:
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	jobs := make(chan [2]int)
-	var wg sync.WaitGroup
-	var deferredN, acceptedN atomic.Int64
+	// Submit round-robin over 100 keys until 10,000 jobs were deferred:
+	// how many get in directly depends on how fast this machine submits
+	// while the keys drain.
+	const (
+		keys     = 100
+		storm    = 10000
+		maxPosts = 40000
+	)
+	var (
+		wg                   sync.WaitGroup
+		next                 atomic.Int64
+		deferredN, acceptedN atomic.Int64
+		perKey               [keys]atomic.Int64
+	)
 	for range 32 {
 		wg.Go(func() {
-			for j := range jobs {
-				a := r.post(t, "storm", fmt.Sprint("s", j[0]), []byte(fmt.Sprint(j[1])))
+			for deferredN.Load() < storm {
+				n := next.Add(1) - 1
+				if n >= maxPosts {
+					return
+				}
+				k := n % keys
+				a := r.post(t, "storm", fmt.Sprint("s", k), []byte(fmt.Sprint(n/keys)))
 				switch {
 				case a.code == http.StatusAccepted:
 					acceptedN.Add(1)
@@ -374,21 +390,16 @@ policies:
 					deferredN.Add(1)
 				default:
 					t.Errorf("storm POST = %d %v", a.code, a.body)
+					continue
 				}
+				perKey[k].Add(1)
 			}
 		})
 	}
-	const perKey = 110
-	for i := range perKey {
-		for k := range 100 {
-			jobs <- [2]int{k, i}
-		}
-	}
-	close(jobs)
 	wg.Wait()
 	t.Logf("storm: %d accepted, %d deferred", acceptedN.Load(), deferredN.Load())
-	if deferredN.Load() < 10000 {
-		t.Fatalf("only %d jobs deferred, want a storm of at least 10,000", deferredN.Load())
+	if deferredN.Load() < storm {
+		t.Fatalf("only %d jobs deferred after %d submissions, want a storm of at least %d", deferredN.Load(), maxPosts, storm)
 	}
 	// Fresh submissions to other keys get in while 100 keys retry.
 	for i := range 20 {
@@ -400,7 +411,7 @@ policies:
 			t.Errorf("fresh submission took %v during the storm", d)
 		}
 	}
-	const total = 100*perKey + 20
+	total := int(acceptedN.Load()+deferredN.Load()) + 20
 	deadline := time.Now().Add(90 * time.Second)
 	for h.total() < total {
 		if time.Now().After(deadline) {
@@ -412,10 +423,10 @@ policies:
 	if m := maxDepth.Load(); m > 5 {
 		t.Errorf("a key held %d jobs, past its queue size 5", m)
 	}
-	for k := range 100 {
+	for k := range keys {
 		hits := h.hits(fmt.Sprint("s", k))
-		if len(hits) != perKey {
-			t.Errorf("key s%d: %d deliveries, want %d", k, len(hits), perKey)
+		if want := int(perKey[k].Load()); len(hits) != want {
+			t.Errorf("key s%d: %d deliveries, want %d", k, len(hits), want)
 			continue
 		}
 		for i := range hits {
