@@ -109,6 +109,8 @@ type Drainer struct {
 	failedN   atomic.Uint64
 	dead      atomic.Uint64
 
+	debug bool // log every stored job and every step (--log-level debug)
+
 	startOnce, stopOnce, drainOnce sync.Once
 	cancel                         context.CancelFunc
 	wg                             sync.WaitGroup
@@ -139,8 +141,17 @@ func New(q *queue.Queue, sink Sink, p policies.Policy, cfg Config) *Drainer {
 		kick:   make(chan struct{}, 1),
 		tasks:  make(chan *step, cfg.Workers),
 	}
+	d.debug = d.log.Enabled(context.Background(), slog.LevelDebug)
 	d.setPolicy(p)
 	return d
+}
+
+// seqOf returns m's sequence, 0 for nil, for the debug log.
+func seqOf(m *queue.Msg) uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.Seq
 }
 
 // SetPolicy applies a changed rate or total cap; it takes effect from each
@@ -435,6 +446,10 @@ func (d *Drainer) notice(n queue.Notice) {
 	} else {
 		k.depth++
 		d.queued++
+	}
+	if d.debug {
+		d.log.Debug("drain: stored", "key", k.name, "seq", n.Seq, "depth", k.depth, "busy", k.busy,
+			"held", seqOf(k.held), "fetch", k.fetch, "active", d.active)
 	}
 	switch {
 	case k.busy:

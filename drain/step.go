@@ -187,6 +187,18 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 				s.readErr = fmt.Errorf("drain: job %d not readable yet: the stream leader is at %d", seq, last)
 				break
 			}
+			// The leader has stored it by now, but did it then? In a cluster
+			// the server running the watch can store a job before the
+			// leader that answers reads: read it once more before calling
+			// it gone (seen: a job skipped, and left queued, in a steady R3
+			// cluster).
+			s.head, s.readErr = d.q.Get(ctx, s.k.token, seq)
+			if !errors.Is(s.readErr, queue.ErrEmpty) {
+				if d.debug {
+					d.log.Debug("drain: job found on the second read", "key", s.k.name, "seq", seq, "last", last, "err", s.readErr)
+				}
+				break
+			}
 			s.missing = append(s.missing, seq)
 		}
 		if s.head == nil && s.readErr == nil {
@@ -279,6 +291,12 @@ func (d *Drainer) complete(s *step) {
 		if !k.fetch {
 			k.fetch, k.fetchAt = true, now
 		}
+	}
+	if d.debug {
+		d.log.Debug("drain: step", "key", k.name, "delivered", seqOf(s.deliver), "err", s.err,
+			"buried", seqOf(s.bury), "freed", s.remove, "free_ok", s.removeOK, "read", s.read, "exact", s.exact,
+			"head", seqOf(s.head), "read_err", s.readErr, "missing", s.missing, "held", seqOf(k.held),
+			"fetch", k.fetch, "seqs", len(k.seqs), "pend", len(k.pend), "depth", k.depth)
 	}
 	d.inflight--
 	if d.draining && d.inflight == 0 {
