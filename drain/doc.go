@@ -18,8 +18,12 @@
 // exact stream sequence Watch reported for the key (one index lookup), never
 // by searching the key's subject, which would scan every job stored after
 // the key's last one, of all keys. Watch reports every job from the stream's
-// first, also while the Drainer is passive, so the list is complete; a job
-// found gone was removed by the drainer this one took over from.
+// first, also while the Drainer is passive, so the list is complete. A job
+// not found is skipped only when the stream leader has stored past it and a
+// second read still misses it (in a cluster the watch's server may store a
+// job before the leader does): it was removed by the drainer this one took
+// over from. With a debug logger every job learnt of and every step is
+// logged.
 //
 // # Several shapers
 //
