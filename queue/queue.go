@@ -417,11 +417,11 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 			if token == "" {
 				return
 			}
-			key := m.Headers().Get(HeaderKey)
-			if key == "" {
-				if key, err = DecodeKey(token); err != nil {
-					return
-				}
+			// The token decodes to the key (the encoding is injective):
+			// no need to parse the job's headers.
+			key, err := DecodeKey(token)
+			if err != nil {
+				return
 			}
 			fn(Notice{Key: key, Token: token, Seq: md.Sequence.Stream})
 		}
