@@ -30,6 +30,7 @@ import (
 //	BenchmarkHTTP/full           POST /v1/jobs/tight/full: 429, the key's queue is full
 //	BenchmarkNATS/raw-async      JetStream PublishAsync to a plain stream, waiting for every ack
 //	BenchmarkNATS/raw-sync       JetStream Publish from the same goroutines as submit (context)
+//	BenchmarkNATS/submit-publish submissions published to shaper.submit.bulk.{key} without a reply, pipelined
 //	BenchmarkNATS/submit         requests to shaper.submit.bulk.{key}, many in flight
 //
 // ns/op is wall time over b.N requests, so 1e9/ns-op is the throughput;
@@ -274,6 +275,43 @@ func BenchmarkNATS(b *testing.B) {
 			_, err := js.Publish(ctx, rawSubj[i%benchKeys], benchPayload)
 			return err
 		})
+	})
+	b.Run("submit-publish", func(b *testing.B) {
+		// Fire and forget: submissions published without a reply subject,
+		// pipelined like the raw-async baseline; done when the shaper has
+		// admitted them all.
+		admitted := func() uint64 {
+			for _, st := range s.Status() {
+				if st.Name == "bulk" {
+					return st.Admitted
+				}
+			}
+			return 0
+		}
+		want := admitted() + uint64(b.N)
+		b.ResetTimer()
+		cpu0 := cpuTime()
+		for i := range b.N {
+			if err := nc.Publish(subj[i%benchKeys], benchPayload); err != nil {
+				b.Fatal(err)
+			}
+			if i%256 == 255 {
+				// Keep the pipeline shallow enough that the shaper's
+				// subscription never drops messages as a slow consumer.
+				for admitted()+16384 < want-uint64(b.N-i-1) {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for admitted() < want {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d submissions admitted after 60s", admitted()-(want-uint64(b.N)), b.N)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		b.StopTimer()
+		reportCPU(b, cpu0)
 	})
 	b.Run("submit", func(b *testing.B) {
 		queued := []byte(`"status":"queued"`)
