@@ -429,9 +429,13 @@ func (d *Drainer) notice(n queue.Notice) {
 	defer d.mu.Unlock()
 	k := d.keys[n.Token]
 	if k == nil {
+		name, err := n.Key()
+		if err != nil {
+			return // not a job Admit stored: no key to drain it under
+		}
 		// Watch reports every job of the stream, in order, from the first:
 		// a key's state made at its first notice knows all its jobs.
-		k = &keyState{token: n.Token, name: n.Key, idx: -1}
+		k = &keyState{token: n.Token, name: name, idx: -1}
 		d.keys[n.Token] = k
 	}
 	if n.Seq <= k.notified {

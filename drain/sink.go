@@ -25,13 +25,7 @@ type Delivery struct {
 // Shaper-Policy, Shaper-Key, Shaper-Enqueued-At, Shaper-Attempt and
 // traceparent, plus any other non-NATS header the job was submitted with.
 func (d *Delivery) Header() nats.Header {
-	h := nats.Header{}
-	for k, v := range d.Msg.Header {
-		if strings.HasPrefix(k, "Nats-") {
-			continue
-		}
-		h[k] = v
-	}
+	h := queue.JobHeader(d.Msg.Header)
 	h.Set(queue.HeaderJobID, d.Msg.ID)
 	h.Set(queue.HeaderPolicy, d.Policy)
 	h.Set(queue.HeaderKey, d.Msg.Key)

@@ -170,33 +170,10 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 		}
 	}
 	if s.read {
+		var last uint64 // the stream's last sequence, asked at most once a step
 		for _, seq := range s.exact {
-			s.head, s.readErr = d.q.Get(ctx, s.k.token, seq)
+			s.head, s.readErr = d.readAt(ctx, s.k, seq, &last)
 			if !errors.Is(s.readErr, queue.ErrEmpty) {
-				break
-			}
-			// Gone for good (removed by the drainer this one took over from),
-			// or not there yet (a new stream leader still catching up)? Only
-			// a job at or below the stream's last sequence is gone.
-			last, err := d.q.LastSeq(ctx)
-			if err != nil {
-				s.readErr = err
-				break
-			}
-			if seq > last {
-				s.readErr = fmt.Errorf("drain: job %d not readable yet: the stream leader is at %d", seq, last)
-				break
-			}
-			// The leader has stored it by now, but did it then? In a cluster
-			// the server running the watch can store a job before the
-			// leader that answers reads: read it once more before calling
-			// it gone (seen: a job skipped, and left queued, in a steady R3
-			// cluster).
-			s.head, s.readErr = d.q.Get(ctx, s.k.token, seq)
-			if !errors.Is(s.readErr, queue.ErrEmpty) {
-				if d.debug {
-					d.log.Debug("drain: job found on the second read", "key", s.k.name, "seq", seq, "last", last, "err", s.readErr)
-				}
 				break
 			}
 			s.missing = append(s.missing, seq)
@@ -205,6 +182,34 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 			s.readErr = queue.ErrEmpty
 		}
 	}
+}
+
+// readAt reads k's job at seq. It answers ErrEmpty only for a job gone for
+// good (removed by the drainer this one took over from): a job not found is
+// gone only when the stream leader has stored past it and a second read
+// still misses it, since in a cluster the server running the watch can
+// store a job before the leader that answers reads does (seen: a job
+// skipped, and left queued, in a steady R3 cluster). *last caches the
+// leader's last sequence across the reads of one step (0: not asked yet);
+// the second read always follows the asking.
+func (d *Drainer) readAt(ctx context.Context, k *keyState, seq uint64, last *uint64) (*queue.Msg, error) {
+	m, err := d.q.Get(ctx, k.token, seq)
+	if !errors.Is(err, queue.ErrEmpty) {
+		return m, err
+	}
+	if *last == 0 {
+		if *last, err = d.q.LastSeq(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if seq > *last {
+		return nil, fmt.Errorf("drain: job %d not readable yet: the stream leader is at %d", seq, *last)
+	}
+	m, err = d.q.Get(ctx, k.token, seq)
+	if d.debug && !errors.Is(err, queue.ErrEmpty) {
+		d.log.Debug("drain: job found on the second read", "key", k.name, "seq", seq, "last", *last, "err", err)
+	}
+	return m, err
 }
 
 // planRead decides where s reads k's head: at the sequences Watch reported
@@ -369,6 +374,9 @@ func (d *Drainer) failed(k *keyState, s *step, now time.Time) {
 		}
 		d.log.Warn("drain: delivery failed", "key", k.name, "job", k.held.ID, "failures", k.fails, "retry_in", wait, "err", s.err)
 	}
+	// Reported under the lock on purpose: a job's dead letter (its next
+	// step, possibly at once on another worker) must not overtake the
+	// report of the failure before it.
 	if d.cfg.OnDeliver != nil {
 		d.cfg.OnDeliver(Event{Key: k.held.Key, ID: k.held.ID, Attempt: k.held.Attempt, Scheduled: s.scheduled,
 			Started: s.started, Err: s.err, RetryAt: k.due})

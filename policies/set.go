@@ -22,7 +22,7 @@ func (s *Set) Policies() []Policy {
 	}
 	out := make([]Policy, len(s.list))
 	for i, p := range s.list {
-		out[i] = p.clone()
+		out[i] = p.Clone()
 	}
 	return out
 }
@@ -37,7 +37,7 @@ func (s *Set) Lookup(name string) (Policy, bool) {
 	if !ok {
 		return Policy{}, false
 	}
-	return s.list[i].clone(), true
+	return s.list[i].Clone(), true
 }
 
 // With returns a copy of s in which p replaces the policy of the same name,
@@ -47,7 +47,7 @@ func (s *Set) Lookup(name string) (Policy, bool) {
 // in case from another policy's. The errors are *Error values, without a
 // file position. With keeps p.Line as given.
 func (s *Set) With(p Policy) (*Set, error) {
-	p = p.clone()
+	p = p.Clone()
 	p.fillDefaults(nil)
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -75,8 +75,8 @@ func (s *Set) With(p Policy) (*Set, error) {
 	return next, nil
 }
 
-// clone returns a copy of p that shares no memory with it.
-func (p Policy) clone() Policy {
+// Clone returns a copy of p that shares no memory with it.
+func (p Policy) Clone() Policy {
 	if p.Admit != nil {
 		a := *p.Admit
 		p.Admit = &a

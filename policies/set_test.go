@@ -124,7 +124,7 @@ func TestValidate(t *testing.T) {
 		{"admit fail", func(p *Policy) { p.Admit = &Admit{Algorithm: "gcra", Limit: Rate{1, time.Second}} }, `admit.fail: "": want "open" or "closed"`},
 	}
 	for _, tt := range tests {
-		p := good.clone()
+		p := good.Clone()
 		tt.change(&p)
 		err := p.Validate()
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

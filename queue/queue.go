@@ -231,12 +231,7 @@ func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
 	if nc := q.js.Conn(); nc.Status() != nats.CONNECTED {
 		return Receipt{}, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
 	}
-	m := &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: nats.Header{}}
-	for k, v := range job.Header {
-		if !strings.HasPrefix(k, "Nats-") { // JetStream's own, set per publish
-			m.Header[k] = v
-		}
-	}
+	m := &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: JobHeader(job.Header)}
 	if job.EnqueuedAt.IsZero() {
 		job.EnqueuedAt = time.Now()
 	}
@@ -255,6 +250,19 @@ func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
 		return Receipt{}, classify("queue: admit", err)
 	}
 	return Receipt{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// JobHeader returns a copy of h without NATS's and JetStream's own headers
+// (Nats-*: message ids, expectations, sizes), which are set per publish and
+// must not travel with a job from one stream to the next.
+func JobHeader(h nats.Header) nats.Header {
+	out := make(nats.Header, len(h)+5)
+	for k, v := range h {
+		if !strings.HasPrefix(k, "Nats-") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Msg is a job read back from the queue.
@@ -375,12 +383,17 @@ func (q *Queue) TokenDepths(ctx context.Context) (map[string]uint64, error) {
 	return out, nil
 }
 
-// Notice says that a job was stored: the key, its token and its sequence.
+// Notice says that a job was stored: its key's token and its sequence.
 type Notice struct {
-	Key   string
 	Token string
 	Seq   uint64
 }
+
+// Key returns the key the notice's token encodes, and an error for a token
+// no key encodes to (a message published to the queue's subjects by
+// something other than Admit). Decoding costs a little: a watcher calls it
+// when it first meets a token, not for every job.
+func (n Notice) Key() (string, error) { return DecodeKey(n.Token) }
 
 // Watch calls fn, in stream order and from one goroutine at a time, for
 // every job in the queue now and every job stored later, until ctx ends. It
@@ -417,13 +430,7 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 			if token == "" {
 				return
 			}
-			// The token decodes to the key (the encoding is injective):
-			// no need to parse the job's headers.
-			key, err := DecodeKey(token)
-			if err != nil {
-				return
-			}
-			fn(Notice{Key: key, Token: token, Seq: md.Sequence.Stream})
+			fn(Notice{Token: token, Seq: md.Sequence.Stream})
 		}
 	}
 	check := time.NewTicker(WatchStall / 3)

@@ -182,7 +182,7 @@ func TestWatch(t *testing.T) {
 	for i, want := range []string{"a.b", "c"} {
 		select {
 		case n := <-got:
-			if n.Key != want || n.Seq != uint64(i+1) {
+			if key, _ := n.Key(); key != want || n.Seq != uint64(i+1) {
 				t.Errorf("notice %d = %+v, want key %q seq %d", i, n, want, i+1)
 			}
 		case <-time.After(5 * time.Second):

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
 )
 
 // Defaults for the zero Config.
@@ -93,6 +94,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SubmitSubject == "" {
 		c.SubmitSubject = DefaultSubmitSubject
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = queue.DefaultTimeout
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout

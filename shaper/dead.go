@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/queue"
 )
 
@@ -55,12 +55,7 @@ func (s *Shaper) openDead(ctx context.Context, policy string) error {
 func (s *Shaper) deadLetterFunc(rt *runtime, from string) func(context.Context, *queue.Msg, string, []string) error {
 	return func(ctx context.Context, m *queue.Msg, reason string, history []string) error {
 		p := rt.pol.Load()
-		h := nats.Header{}
-		for k, v := range m.Header {
-			if !strings.HasPrefix(k, "Nats-") {
-				h[k] = v
-			}
-		}
+		h := queue.JobHeader(m.Header)
 		hist, _ := json.Marshal(history)
 		h.Set(HeaderDeadReason, reason)
 		h.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
@@ -185,33 +180,10 @@ func decodeDead(policy string, h nats.Header, data []byte, md *jetstream.MsgMeta
 	return d
 }
 
-func deadFilterOf(r *http.Request) (deadFilter, error) {
-	q := r.URL.Query()
-	f := deadFilter{policy: q.Get("policy"), key: q.Get("key"), reason: q.Get("reason"), limit: 100}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return f, fmt.Errorf("limit %q: want a positive number", v)
-		}
-		f.limit = n
-	}
-	return f, nil
-}
-
 // handleDeadList serves GET /v1/dead?policy=&key=&reason=&limit=.
 func (s *Shaper) handleDeadList(w http.ResponseWriter, r *http.Request) {
-	f, err := s.checkDeadFilter(r)
-	if err != nil {
-		writeOutcome(w, err.(outcomeError).o)
-		return
-	}
-	out := []DeadLetter{}
-	err = s.deadLetters(r.Context(), f, func(d DeadLetter) bool {
-		out = append(out, d)
-		return len(out) < f.limit
-	})
-	if err != nil {
-		writeOutcome(w, unavailable(err))
+	out, ok := s.matchingDead(w, r, 100)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"dead": out})
@@ -231,7 +203,7 @@ func (s *Shaper) handleDeadShow(w http.ResponseWriter, r *http.Request) {
 	}
 	stream, err := s.js.Stream(r.Context(), deadStream(policy))
 	if err != nil {
-		writeOutcome(w, unavailable(err))
+		writeOutcome(w, unavailable("backend", err))
 		return
 	}
 	raw, err := stream.GetMsg(r.Context(), seq)
@@ -239,7 +211,7 @@ func (s *Shaper) handleDeadShow(w http.ResponseWriter, r *http.Request) {
 		writeOutcome(w, failed(http.StatusNotFound, "no dead letter "+strconv.FormatUint(seq, 10)+" in policy "+quote(policy)))
 		return
 	} else if err != nil {
-		writeOutcome(w, unavailable(err))
+		writeOutcome(w, unavailable("backend", err))
 		return
 	}
 	d := decodeDead(policy, raw.Header, raw.Data, nil)
@@ -277,22 +249,8 @@ func (s *Shaper) handleDeadPurge(w http.ResponseWriter, r *http.Request) {
 // deadApply runs fn over the matching dead letters and deletes each one fn
 // says is done with.
 func (s *Shaper) deadApply(w http.ResponseWriter, r *http.Request, fn func(context.Context, DeadLetter) (string, bool)) {
-	f, err := s.checkDeadFilter(r)
-	if err != nil {
-		writeOutcome(w, err.(outcomeError).o)
-		return
-	}
-	f.limit = 1 << 30
-	if v := r.URL.Query().Get("limit"); v != "" {
-		f.limit, _ = strconv.Atoi(v)
-	}
-	var matched []DeadLetter
-	err = s.deadLetters(r.Context(), f, func(d DeadLetter) bool {
-		matched = append(matched, d)
-		return len(matched) < f.limit
-	})
-	if err != nil {
-		writeOutcome(w, unavailable(err))
+	matched, ok := s.matchingDead(w, r, 1<<30)
+	if !ok {
 		return
 	}
 	type result struct {
@@ -324,35 +282,46 @@ func (s *Shaper) deadApply(w http.ResponseWriter, r *http.Request, fn func(conte
 	writeJSON(w, http.StatusOK, map[string]any{"matched": len(matched), "done": done, "results": res})
 }
 
-type outcomeError struct{ o outcome }
-
-func (e outcomeError) Error() string { return e.o.Error }
-
-func (s *Shaper) checkDeadFilter(r *http.Request) (deadFilter, error) {
-	f, err := deadFilterOf(r)
-	if err != nil {
-		return f, outcomeError{failed(http.StatusBadRequest, err.Error())}
+// matchingDead returns the dead letters matching the request's filter
+// (policy, key, reason; at most limit, by default defaultLimit), or answers
+// the request itself with what is wrong and returns false.
+func (s *Shaper) matchingDead(w http.ResponseWriter, r *http.Request, defaultLimit int) ([]DeadLetter, bool) {
+	q := r.URL.Query()
+	f := deadFilter{policy: q.Get("policy"), key: q.Get("key"), reason: q.Get("reason"), limit: defaultLimit}
+	bad := func(code int, msg string) ([]DeadLetter, bool) {
+		writeOutcome(w, failed(code, msg))
+		return nil, false
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return bad(http.StatusBadRequest, "limit "+quote(v)+": want a positive number")
+		}
+		f.limit = n
 	}
 	if f.policy != "" && s.runtime(f.policy) == nil {
-		return f, outcomeError{failed(http.StatusNotFound, "unknown policy "+quote(f.policy))}
+		return bad(http.StatusNotFound, "unknown policy "+quote(f.policy))
 	}
 	switch f.reason {
-	case "", "attempts", "deadline", "delivery":
+	case "", drain.ReasonAttempts, drain.ReasonDeadline, drain.ReasonDelivery:
 	default:
-		return f, outcomeError{failed(http.StatusBadRequest, "reason "+quote(f.reason)+": want attempts, deadline or delivery")}
+		return bad(http.StatusBadRequest, "reason "+quote(f.reason)+": want attempts, deadline or delivery")
 	}
 	if f.key != "" {
 		if err := queue.CheckKey(f.key); err != nil {
-			return f, outcomeError{failed(http.StatusBadRequest, err.Error())}
+			return bad(http.StatusBadRequest, err.Error())
 		}
 	}
-	return f, nil
-}
-
-func unavailable(err error) outcome {
-	o := failed(http.StatusServiceUnavailable, "backend unavailable: "+err.Error())
-	o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
-	return o
+	out := []DeadLetter{}
+	err := s.deadLetters(r.Context(), f, func(d DeadLetter) bool {
+		out = append(out, d)
+		return len(out) < f.limit
+	})
+	if err != nil {
+		writeOutcome(w, unavailable("backend", err))
+		return nil, false
+	}
+	return out, true
 }
 
 // deadCount returns how many dead letters policy has.

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
@@ -86,10 +84,7 @@ func (r *readmitSink) Deliver(ctx context.Context, d *drain.Delivery) error {
 	if st.Queued >= int64(p.Queue) {
 		return &drain.RetryAfterError{After: max(st.RoomIn, time.Millisecond), Cause: "key's queue is full", NotAttempted: true}
 	}
-	h := nats.Header{}
-	for k, v := range m.Header {
-		h[k] = v
-	}
+	h := queue.JobHeader(m.Header)
 	h.Set(HeaderDeferrals, strconv.Itoa(m.Attempt-1))
 	_, err := r.rt.q.Admit(ctx, queue.Job{ID: m.ID, Key: m.Key, Payload: m.Payload, EnqueuedAt: m.EnqueuedAt, Header: h})
 	switch {
@@ -119,9 +114,7 @@ func (s *Shaper) deferJob(ctx context.Context, rt *runtime, p *policies.Policy, 
 		return o
 	default:
 		rt.counter.unavailable.Add(1)
-		o := failed(http.StatusServiceUnavailable, "queue backend unavailable: "+err.Error())
-		o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
-		return o
+		return unavailable("queue backend", err)
 	}
 	if rec.Duplicate {
 		rt.counter.duplicates.Add(1)

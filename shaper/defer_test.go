@@ -443,3 +443,36 @@ policies:
 		}
 	}
 }
+
+// A bad dead-letter filter is refused, for listing and for changes alike.
+func TestDeadFilterRefused(t *testing.T) {
+	r := start(t, burstPolicy)
+	long := strings.Repeat("k", 300)
+	for _, c := range []struct {
+		method, query string
+		code          int
+	}{
+		{"GET", "limit=0", http.StatusBadRequest},
+		{"GET", "limit=many", http.StatusBadRequest},
+		{"GET", "policy=nope", http.StatusNotFound},
+		{"GET", "reason=bored", http.StatusBadRequest},
+		{"GET", "key=" + long, http.StatusBadRequest},
+		{"DELETE", "reason=bored", http.StatusBadRequest},
+		{"POST", "policy=nope", http.StatusNotFound},
+		{"GET", "policy=burst&reason=deadline&limit=5", http.StatusOK},
+	} {
+		path := "/v1/dead?" + c.query
+		if c.method == "POST" {
+			path = "/v1/dead/replay?" + c.query
+		}
+		req, _ := http.NewRequest(c.method, r.base+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Errorf("%s %s = %d, want %d", c.method, path[:min(len(path), 60)], resp.StatusCode, c.code)
+		}
+	}
+}

@@ -37,11 +37,7 @@ func (s *Shaper) subscribeIngress() (*nats.Subscription, error) {
 	sub.SetPendingLimits(-1, 256<<20)
 	// Subscribe only queues the interest: make sure the server has it before
 	// the shaper says it is ready, or the first requests find no responders.
-	timeout := s.cfg.Timeout
-	if timeout <= 0 {
-		timeout = queue.DefaultTimeout
-	}
-	if err := s.nc.FlushTimeout(timeout); err != nil {
+	if err := s.nc.FlushTimeout(s.cfg.Timeout); err != nil {
 		sub.Unsubscribe()
 		return nil, fmt.Errorf("shaper: subscribe %s>: %w", root, err)
 	}

@@ -100,8 +100,6 @@ func (s *Shaper) handleJob(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrInvalidKey):
 		writeOutcome(w, failed(http.StatusNotFound, "no job "+quote(id)+" (unknown, or its record expired)"))
 	default:
-		o := failed(http.StatusServiceUnavailable, "job records unavailable: "+err.Error())
-		o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
-		writeOutcome(w, o)
+		writeOutcome(w, unavailable("job records", err))
 	}
 }

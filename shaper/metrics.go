@@ -23,6 +23,16 @@ var metrics = []metric{
 	{"shaper_jobs_unavailable_total", "counter", "Submissions answered 503 because JetStream failed.", func(p PolicyStatus) float64 { return float64(p.Unavailable) }},
 	{"shaper_jobs_delivered_total", "counter", "Jobs delivered downstream.", func(p PolicyStatus) float64 { return float64(p.Delivered) }},
 	{"shaper_delivery_failures_total", "counter", "Failed delivery attempts.", func(p PolicyStatus) float64 { return float64(p.Failed) }},
+	{"shaper_jobs_deferred_total", "counter", "Jobs kept in the deferred stream because their key's queue was full.", func(p PolicyStatus) float64 { return float64(p.Deferred) }},
+	{"shaper_jobs_readmitted_total", "counter", "Deferred jobs moved into their key's queue.", func(p PolicyStatus) float64 { return float64(p.Readmitted) }},
+	{"shaper_jobs_deferred", "gauge", "Jobs waiting in the deferred stream.", func(p PolicyStatus) float64 { return float64(p.DeferQueued) }},
+	{"shaper_jobs_dead", "gauge", "Jobs in the dead-letter stream.", func(p PolicyStatus) float64 { return float64(p.Dead) }},
+	{"shaper_draining", "gauge", "1 when this shaper holds the policy's drain lease.", func(p PolicyStatus) float64 {
+		if p.Draining {
+			return 1
+		}
+		return 0
+	}},
 	{"shaper_jobs_queued", "gauge", "Jobs queued over all keys.", func(p PolicyStatus) float64 { return float64(p.Queued) }},
 	{"shaper_keys_active", "gauge", "Keys with jobs queued.", func(p PolicyStatus) float64 { return float64(p.Keys) }},
 	{"shaper_deliveries_in_flight", "gauge", "Deliveries in progress.", func(p PolicyStatus) float64 { return float64(p.InFlight) }},

@@ -345,9 +345,6 @@ func (s *Shaper) stopDrainers(ctx context.Context) {
 	var wg sync.WaitGroup
 	for name, rt := range s.runtimes {
 		for _, d := range []*drain.Drainer{rt.d, rt.deferD} {
-			if d == nil {
-				continue
-			}
 			wg.Go(func() {
 				if err := d.Drain(ctx); err != nil {
 					s.log.Warn("drain at shutdown", "policy", name, "err", err)

@@ -423,6 +423,18 @@ func TestPoliciesEndpoint(t *testing.T) {
 			t.Errorf("GET %s = %d, want 200", path, resp.StatusCode)
 		}
 	}
+	resp, err = http.Get(r.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{`shaper_jobs_admitted_total{policy="burst"} 1`, `shaper_jobs_dead{policy="burst"} 0`,
+		`shaper_draining{policy="burst"} 1`, `shaper_jobs_deferred{policy="burst"} 0`} {
+		if !strings.Contains(string(metrics), line+"\n") {
+			t.Errorf("/metrics lacks %q:\n%s", line, metrics)
+		}
+	}
 	resp, _ = http.Get(r.base + "/v1/policies/nope")
 	resp.Body.Close()
 	if resp.StatusCode != 404 {

@@ -140,10 +140,17 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 	default:
 		rt.counter.unavailable.Add(1)
 		s.log.Warn("admission failed", "policy", p.Name, "err", err)
-		o := failed(http.StatusServiceUnavailable, "queue backend unavailable: "+err.Error())
-		o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
-		return o
+		return unavailable("queue backend", err)
 	}
+}
+
+// unavailable is the 503 answer when what (a JetStream-backed part of the
+// shaper) failed with err: the producer may try again after
+// DefaultUnavailableWait.
+func unavailable(what string, err error) outcome {
+	o := failed(http.StatusServiceUnavailable, what+" unavailable: "+err.Error())
+	o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
+	return o
 }
 
 func (s *Shaper) accepted(rt *runtime, p *policies.Policy, token string, o outcome, rec queue.Receipt, now time.Time) outcome {

@@ -137,7 +137,7 @@ func (s *Shaper) handlePolicyPut(w http.ResponseWriter, r *http.Request) {
 		writeOutcome(w, failed(http.StatusRequestEntityTooLarge, "policy body: "+err.Error()))
 		return
 	}
-	p := clonePolicy(*rt.pol.Load())
+	p := rt.pol.Load().Clone()
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
@@ -157,12 +157,12 @@ func (s *Shaper) handlePolicyPut(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if _, err := s.overrides.Put(ctx, name, b); err != nil {
-		writeOutcome(w, unavailable(err))
+		writeOutcome(w, unavailable("backend", err))
 		return
 	}
 	// Apply here at once as well: the watch brings it to the other shapers.
 	if err := s.applyPolicy(ctx, p, true); err != nil {
-		writeOutcome(w, unavailable(err))
+		writeOutcome(w, unavailable("backend", err))
 		return
 	}
 	st, _ := s.policyStatus(name)
@@ -180,11 +180,11 @@ func (s *Shaper) handleOverrideDelete(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if err := s.overrides.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		writeOutcome(w, unavailable(err))
+		writeOutcome(w, unavailable("backend", err))
 		return
 	}
 	if err := s.applyPolicy(ctx, file, false); err != nil {
-		writeOutcome(w, unavailable(err))
+		writeOutcome(w, unavailable("backend", err))
 		return
 	}
 	st, _ := s.policyStatus(name)
@@ -205,13 +205,4 @@ func (s *Shaper) normalize(rt *runtime, p policies.Policy) (policies.Policy, err
 	}
 	p, _ = next.Lookup(p.Name)
 	return p, nil
-}
-
-// clonePolicy copies p so that decoding into the copy leaves p alone.
-func clonePolicy(p policies.Policy) policies.Policy {
-	if p.Admit != nil {
-		a := *p.Admit
-		p.Admit = &a
-	}
-	return p
 }
