@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,15 +23,7 @@ type Delivery struct {
 // Header returns the headers a delivery carries: Shaper-Job-Id,
 // Shaper-Policy, Shaper-Key, Shaper-Enqueued-At, Shaper-Attempt and
 // traceparent, plus any other non-NATS header the job was submitted with.
-func (d *Delivery) Header() nats.Header {
-	h := queue.JobHeader(d.Msg.Header)
-	h.Set(queue.HeaderJobID, d.Msg.ID)
-	h.Set(queue.HeaderPolicy, d.Policy)
-	h.Set(queue.HeaderKey, d.Msg.Key)
-	h.Set(queue.HeaderEnqueuedAt, d.Msg.EnqueuedAt.UTC().Format(time.RFC3339Nano))
-	h.Set(queue.HeaderAttempt, strconv.Itoa(d.Msg.Attempt))
-	return h
-}
+func (d *Delivery) Header() nats.Header { return d.Msg.Headers(d.Policy) }
 
 // Sink hands a job to downstream consumers. Deliver returns nil only when the
 // job was handed over; the drainer removes the job from its queue only then.

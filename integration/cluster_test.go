@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/queue"
 )
 
 // clusterPolicies: "flow" carries the traffic across the failover, with
@@ -235,7 +237,11 @@ func findJobs(js jetstream.JetStream, stream string, ids []string) string {
 		if err != nil {
 			continue
 		}
-		if id := m.Header.Get("Shaper-Job-Id"); want[id] {
+		id := m.Header.Get("Shaper-Job-Id")
+		if id == "" { // a job named after where it is stored
+			id = queue.JobID(queue.EpochOf(info.Created), seq)
+		}
+		if want[id] {
 			found = append(found, fmt.Sprintf("%s at seq %d on %s (stored %s)", id, seq, m.Subject, m.Time.Format(time.StampMilli)))
 		}
 	}

@@ -18,17 +18,22 @@ const DefaultPolicyName = "default"
 // X-Ratelimit-Remaining; and, when r is a rejection, Retry-After and
 // X-Ratelimit-Retry-After. Durations are rounded up to whole seconds, and
 // Retry-After is at least 1 so that clients never retry at once.
+//
+// It runs on every admission, so it writes the header map directly under the
+// names' canonical forms (what Set would store, without canonicalising each
+// name again).
 func SetHeaders(h http.Header, name string, r Result, window time.Duration) {
+	quoted := strconv.Quote(name)
 	if window > 0 {
-		h.Set("RateLimit-Policy", strconv.Quote(name)+";q="+itoa(r.Limit)+";w="+itoa(ceilSeconds(window)))
+		h["Ratelimit-Policy"] = []string{quoted + ";q=" + itoa(r.Limit) + ";w=" + itoa(ceilSeconds(window))}
 	}
-	h.Set("RateLimit", strconv.Quote(name)+";r="+itoa(r.Remaining)+";t="+itoa(ceilSeconds(r.Reset)))
-	h.Set("X-Ratelimit-Limit", itoa(r.Limit))
-	h.Set("X-Ratelimit-Remaining", itoa(r.Remaining))
+	h["Ratelimit"] = []string{quoted + ";r=" + itoa(r.Remaining) + ";t=" + itoa(ceilSeconds(r.Reset))}
+	h["X-Ratelimit-Limit"] = []string{itoa(r.Limit)}
+	h["X-Ratelimit-Remaining"] = []string{itoa(r.Remaining)}
 	if !r.Allowed {
 		retry := itoa(max(ceilSeconds(r.RetryAfter), 1))
-		h.Set("Retry-After", retry)
-		h.Set("X-Ratelimit-Retry-After", retry)
+		h["Retry-After"] = []string{retry}
+		h["X-Ratelimit-Retry-After"] = []string{retry}
 	}
 }
 

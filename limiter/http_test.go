@@ -63,6 +63,11 @@ func TestSetHeaders(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, got, want)
 				}
 			}
+			for k, v := range h {
+				if http.CanonicalHeaderKey(k) != k || len(v) != 1 {
+					t.Errorf("header %q = %q: want one value under the canonical name", k, v)
+				}
+			}
 		})
 	}
 }

@@ -14,8 +14,15 @@
 // ErrUnavailable. Without DiscardNewPerSubject the server would silently drop
 // the oldest job instead, so the stream is never run that way.
 //
-// Every job is published with Nats-Msg-Id set to its job id, so a producer's
-// retry of the same id within the duplicate window stores nothing new.
+// A job submitted without an id of its own gets the id of where it is
+// stored (the stream's creation time and the sequence, see JobID), so a job
+// can be found from its id alone and admission stores no id and no dedupe
+// entry for it; a producer's Idempotency-Key becomes its Nats-Msg-Id, so a
+// retry within the duplicate window stores nothing new and gets the same id.
+// A job with an id (one re-admitted from the deferred queue) is published
+// with Nats-Msg-Id set to that id. Only what cannot be derived is stored:
+// key, policy and enqueue time come from the subject, the stream and the
+// stream's timestamp.
 //
 // The drain side does not use a consumer per key (a stream allows 1,000
 // consumers by default): Watch streams a headers-only notice of every stored

@@ -86,6 +86,7 @@ type Queue struct {
 	cfg    Config
 	size   atomic.Int64 // jobs a key may hold
 	limit  atomic.Int64 // the stream's MaxMsgsPerSubject (>= size)
+	epoch  string       // the stream's creation time, base 36: the first part of the ids Admit makes
 }
 
 // Open creates or updates the stream that holds policy's queue, with room for
@@ -137,6 +138,7 @@ func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, 
 		return nil, classify("queue: open "+policy, err)
 	}
 	q.stream = s
+	q.epoch = epochOf(s.CachedInfo().Created)
 	q.size.Store(int64(size))
 	q.limit.Store(sc.MaxMsgsPerSubject)
 	return q, nil
@@ -198,25 +200,37 @@ func (q *Queue) Token(subject string) string {
 
 // Job is a unit of work as it is queued and delivered.
 type Job struct {
-	ID         string      // unique job id; also the JetStream Nats-Msg-Id, so resubmission is idempotent
+	// ID is the job's id. Empty, Admit gives the job the id of where it is
+	// stored (see JobID): it then costs no header, lets anyone find the job
+	// from its id alone, and Dedupe (if set) deduplicates resubmissions. Set,
+	// it is stored with the job and is also its Nats-Msg-Id, so storing the
+	// same job again within the duplicate window stores nothing new.
+	ID         string
+	Dedupe     string      // Nats-Msg-Id of a job without an ID (an Idempotency-Key's hash); may be empty
 	Key        string      // the original key
 	Payload    []byte      // the body, at most MaxPayload bytes
-	EnqueuedAt time.Time   // when the job was first accepted
+	EnqueuedAt time.Time   // when the job was first accepted; zero means now (the stream's timestamp)
 	Attempt    int         // delivery attempt, 1-based; 0 means 1
 	Header     nats.Header // extra headers to keep (traceparent…; Nats-* ones are dropped); may be nil
 }
 
 // Receipt tells where an admitted job was stored.
 type Receipt struct {
+	ID        string // the job's id: Job.ID, or the one Admit made
 	Seq       uint64 // stream sequence of the job
-	Duplicate bool   // the job id was already stored within the duplicate window: nothing new was queued
+	Duplicate bool   // the job was already stored within the duplicate window: nothing new was queued
 }
 
 // Admit stores job at the tail of its key's queue. It returns an error
 // wrapping ErrFull when the key holds Size jobs, ErrTooLarge for an oversized
 // payload, ErrBadKey for a bad key, ErrStreamFull when a stream-wide limit
 // refuses it and ErrUnavailable when JetStream does not answer in time. A job
-// whose id was stored within the duplicate window is not stored again.
+// whose ID (or Dedupe) was stored within the duplicate window is not stored
+// again: the receipt then names the job stored first.
+//
+// Only what cannot be derived is stored with the job: the key is its
+// subject's token, the policy its stream, and the enqueue time the stream's
+// timestamp unless EnqueuedAt is set; Msg fills them in when the job is read.
 func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
 	token, err := EncodeKey(job.Key)
 	if err != nil {
@@ -225,31 +239,63 @@ func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
 	if len(job.Payload) > q.cfg.MaxPayload {
 		return Receipt{}, fmt.Errorf("queue: admit: %w: %d bytes, at most %d", ErrTooLarge, len(job.Payload), q.cfg.MaxPayload)
 	}
-	if job.ID == "" {
-		return Receipt{}, errors.New("queue: admit: job has no id")
-	}
 	if nc := q.js.Conn(); nc.Status() != nats.CONNECTED {
 		return Receipt{}, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
 	}
-	m := &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: JobHeader(job.Header)}
-	if job.EnqueuedAt.IsZero() {
-		job.EnqueuedAt = time.Now()
+	h := JobHeader(job.Header)
+	// Header keys are written in their canonical form directly: Set would
+	// canonicalise each one again on every admission.
+	msgID := job.Dedupe
+	if job.ID != "" {
+		h[HeaderJobID] = []string{job.ID}
+		msgID = job.ID
 	}
-	if job.Attempt <= 0 {
-		job.Attempt = 1
+	if !job.EnqueuedAt.IsZero() {
+		h[HeaderEnqueuedAt] = []string{job.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
 	}
-	m.Header.Set(HeaderJobID, job.ID)
-	m.Header.Set(HeaderPolicy, q.policy)
-	m.Header.Set(HeaderKey, job.Key)
-	m.Header.Set(HeaderEnqueuedAt, job.EnqueuedAt.UTC().Format(time.RFC3339Nano))
-	m.Header.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
-	defer cancel()
-	ack, err := q.js.PublishMsg(ctx, m, jetstream.WithMsgID(job.ID), jetstream.WithExpectStream(q.Stream()))
+	if job.Attempt > 1 {
+		h[HeaderAttempt] = []string{strconv.Itoa(job.Attempt)}
+	}
+	seq, dup, err := q.publish(ctx, &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: h}, msgID)
 	if err != nil {
 		return Receipt{}, classify("queue: admit", err)
 	}
-	return Receipt{Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	id := job.ID
+	if id == "" {
+		id = q.JobID(seq)
+	}
+	return Receipt{ID: id, Seq: seq, Duplicate: dup}, nil
+}
+
+// JobID returns the id of a job Admit stored at seq without an id of its
+// own: the stream's creation time and the sequence, both in base 36 and
+// joined by '-' (a character neither nuid nor hex ids contain). The creation
+// time keeps ids unique when a stream is deleted and created again.
+func (q *Queue) JobID(seq uint64) string { return JobID(q.epoch, seq) }
+
+// JobID is Queue.JobID for a stream of the given epoch (EpochOf its
+// creation time), for readers of a queue's stream that have no Queue.
+func JobID(epoch string, seq uint64) string {
+	return epoch + "-" + strconv.FormatUint(seq, 36)
+}
+
+// EpochOf returns the epoch part of the ids of a stream created at created.
+func EpochOf(created time.Time) string { return epochOf(created) }
+
+func epochOf(created time.Time) string { return strconv.FormatInt(created.UnixNano(), 36) }
+
+// SeqOf returns the sequence of the job an id made by JobID names, and
+// false when id is not such an id of this queue.
+func (q *Queue) SeqOf(id string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(id, q.epoch+"-")
+	if !ok || rest == "" || len(rest) > 13 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(rest, 36, 64)
+	if err != nil || seq == 0 || strconv.FormatUint(seq, 36) != rest {
+		return 0, false
+	}
+	return seq, true
 }
 
 // JobHeader returns a copy of h without NATS's and JetStream's own headers
@@ -265,11 +311,26 @@ func JobHeader(h nats.Header) nats.Header {
 	return out
 }
 
-// Msg is a job read back from the queue.
+// Msg is a job read back from the queue, with every field of its Job
+// filled in (ID, Key, EnqueuedAt and Attempt derived when not stored).
 type Msg struct {
 	Seq   uint64 // stream sequence; pass it to Remove
 	Token string // the key's subject token
 	Job
+}
+
+// Headers returns the headers the job travels with once it leaves the
+// queue (to a delivery, a dead letter): its own non-NATS headers plus
+// Shaper-Job-Id, Shaper-Policy, Shaper-Key, Shaper-Enqueued-At and
+// Shaper-Attempt for policy.
+func (m *Msg) Headers(policy string) nats.Header {
+	h := JobHeader(m.Header)
+	h[HeaderJobID] = []string{m.ID}
+	h[HeaderPolicy] = []string{policy}
+	h[HeaderKey] = []string{m.Key}
+	h[HeaderEnqueuedAt] = []string{m.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+	h[HeaderAttempt] = []string{strconv.Itoa(m.Attempt)}
+	return h
 }
 
 // Next returns the first job of key token with a sequence at or after from,
@@ -285,26 +346,21 @@ func (q *Queue) Next(ctx context.Context, token string, from uint64) (*Msg, erro
 		}
 		return nil, classify("queue: next", err)
 	}
-	return decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
+	return q.decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
 }
 
 // Get returns the job stored at seq, which must be a job of key token; an
 // error wrapping ErrEmpty when it is gone. Unlike Next it is one index
 // lookup, however many other keys' jobs are stored after it.
 func (q *Queue) Get(ctx context.Context, token string, seq uint64) (*Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
-	defer cancel()
-	raw, err := q.stream.GetMsg(ctx, seq)
+	m, err := q.Lookup(ctx, seq)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, ErrEmpty
-		}
-		return nil, classify("queue: get", err)
+		return nil, err
 	}
-	if raw.Subject != q.prefix+token {
-		return nil, fmt.Errorf("queue: get %d: %w: it belongs to %s, not %s", seq, ErrEmpty, raw.Subject, q.prefix+token)
+	if m.Token != token {
+		return nil, fmt.Errorf("queue: get %d: %w: it belongs to %s, not %s", seq, ErrEmpty, q.Subject(m.Token), q.Subject(token))
 	}
-	return decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
+	return m, nil
 }
 
 // LastSeq returns the sequence of the last job the stream stored, as its
@@ -319,9 +375,31 @@ func (q *Queue) LastSeq(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-func decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
+// Lookup returns the job stored at seq, whatever its key; an error wrapping
+// ErrEmpty when there is none.
+func (q *Queue) Lookup(ctx context.Context, seq uint64) (*Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	raw, err := q.stream.GetMsg(ctx, seq)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, ErrEmpty
+		}
+		return nil, classify("queue: lookup", err)
+	}
+	token := q.Token(raw.Subject)
+	if token == "" {
+		return nil, fmt.Errorf("queue: lookup %d: %w: %s is not a key's subject", seq, ErrEmpty, raw.Subject)
+	}
+	return q.decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
+}
+
+func (q *Queue) decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
 	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: data, Header: h}}
 	m.ID = h.Get(HeaderJobID)
+	if m.ID == "" {
+		m.ID = q.JobID(seq)
+	}
 	m.Key = h.Get(HeaderKey)
 	if m.Key == "" {
 		m.Key, _ = DecodeKey(token)

@@ -55,7 +55,7 @@ func (s *Shaper) openDead(ctx context.Context, policy string) error {
 func (s *Shaper) deadLetterFunc(rt *runtime, from string) func(context.Context, *queue.Msg, string, []string) error {
 	return func(ctx context.Context, m *queue.Msg, reason string, history []string) error {
 		p := rt.pol.Load()
-		h := queue.JobHeader(m.Header)
+		h := m.Headers(p.Name)
 		hist, _ := json.Marshal(history)
 		h.Set(HeaderDeadReason, reason)
 		h.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))

@@ -1,12 +1,15 @@
 package shaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/nats-io/nuid"
 
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
@@ -103,6 +106,9 @@ func (r *readmitSink) Deliver(ctx context.Context, d *drain.Delivery) error {
 // deferJob keeps a job its key's full queue refused, and answers 429 with
 // the job id and when it is expected to run.
 func (s *Shaper) deferJob(ctx context.Context, rt *runtime, p *policies.Policy, token string, job queue.Job, now time.Time) outcome {
+	// A deferred job keeps its id through re-admission: it is made here, the
+	// Idempotency-Key's (so a retry is stored once) or a new one.
+	job.ID = cmp.Or(job.Dedupe, nuid.Next())
 	o := outcome{ID: job.ID, Policy: p.Name, Key: job.Key}
 	rec, err := rt.deferQ.Admit(ctx, job)
 	switch {

@@ -47,7 +47,10 @@
 // Job records (GET /v1/jobs/{id}) live in the SHAPER_JOBS bucket for
 // Config.JobTTL after their last change; they are written without waiting
 // for JetStream, so a record may lag or, rarely, miss a step — the job
-// itself never depends on its record.
+// itself never depends on its record. Admission writes none: a job's id
+// names its queue and sequence (queue.JobID), and while it is stored there
+// it is queued. A record appears when the job is delivered, fails an
+// attempt, is deferred or dead-lettered.
 //
 // A Shaper is safe for concurrent use; Run may be called once.
 package shaper

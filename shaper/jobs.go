@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/queue"
 )
 
 // DefaultJobTTL is how long a job record answers GET /v1/jobs/{id} after its
@@ -93,7 +95,7 @@ func (j *jobStore) get(ctx context.Context, id string) (*jobRecord, error) {
 
 func (s *Shaper) handleJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	rec, err := s.jobs.get(r.Context(), id)
+	rec, err := s.findJob(r.Context(), id)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, rec)
@@ -102,4 +104,67 @@ func (s *Shaper) handleJob(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeOutcome(w, unavailable("job records", err))
 	}
+}
+
+// findJob returns what is known of job id. A job admitted straight into
+// its queue has no record until something happens to it (a delivery, a
+// failed attempt): its id names its queue and sequence, and while it is
+// stored there it is queued. The record is read again after a miss in the
+// queue, since a delivered job's record is written just before the job is
+// removed.
+func (s *Shaper) findJob(ctx context.Context, id string) (*jobRecord, error) {
+	if !validJobID(id) {
+		// Not an id the shaper makes. It must not reach the record bucket:
+		// a key of a few KiB is a subject past the server's control line
+		// limit, and the server answers that by closing the connection.
+		return nil, jetstream.ErrInvalidKey
+	}
+	rec, err := s.jobs.get(ctx, id)
+	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return rec, err
+	}
+	s.mu.RLock()
+	var (
+		rt  *runtime
+		seq uint64
+	)
+	for _, r := range s.runtimes {
+		if n, ok := r.q.SeqOf(id); ok {
+			rt, seq = r, n
+			break
+		}
+	}
+	s.mu.RUnlock()
+	if rt != nil {
+		m, qerr := rt.q.Lookup(ctx, seq)
+		switch {
+		case qerr == nil:
+			return &jobRecord{ID: id, Policy: rt.pol.Load().Name, Key: m.Key, Status: statusQueued, Updated: m.EnqueuedAt.UTC()}, nil
+		case errors.Is(qerr, queue.ErrEmpty):
+			return s.jobs.get(ctx, id)
+		default:
+			return nil, qerr
+		}
+	}
+	return nil, err
+}
+
+// maxJobIDLen bounds the ids GET /v1/jobs/{id} looks up. The shaper's ids
+// are at most 27 bytes: 22 for a nuid, 25 for an Idempotency-Key's hash, 27
+// for a queue-made id.
+const maxJobIDLen = 64
+
+// validJobID reports whether id could be an id the shaper made: 1 to
+// maxJobIDLen bytes of [A-Za-z0-9_-].
+func validJobID(id string) bool {
+	if id == "" || len(id) > maxJobIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 
 	"github.com/shaper-dev/shaper/limiter"
 	"github.com/shaper-dev/shaper/policies"
@@ -93,15 +92,15 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 		rt.counter.rejected.Add(1)
 		return s.full(rt, p, token, outcome{Policy: p.Name, Key: sub.key}, now)
 	}
-	id := jobID(sub)
 	h := nats.Header{}
 	h.Set(queue.HeaderTrace, traceparent(sub.traceparent))
-	job := queue.Job{ID: id, Key: sub.key, Payload: sub.payload, EnqueuedAt: now, Header: h}
+	// No id yet: the queue names the job after where it stores it.
+	job := queue.Job{Dedupe: dedupeID(sub), Key: sub.key, Payload: sub.payload, Header: h}
 	if defers && rt.deferD.Key(token, now).Queued > 0 {
 		// Deferred jobs of this key go first: a slot that frees is theirs.
 		return s.deferJob(ctx, rt, p, token, job, now)
 	}
-	base := outcome{ID: id, Policy: p.Name, Key: sub.key}
+	base := outcome{Policy: p.Name, Key: sub.key}
 	var rec queue.Receipt
 	if known {
 		err = queue.ErrFull // JetStream said so, and no slot frees before then
@@ -121,12 +120,14 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 	}
 	switch {
 	case err == nil:
+		// No job record is written: GET /v1/jobs/{id} finds a queued job
+		// in its queue by the id (see jobs.go).
 		if rec.Duplicate {
 			rt.counter.duplicates.Add(1)
 		} else {
 			rt.counter.admitted.Add(1)
-			s.jobs.put(jobRecord{ID: id, Policy: p.Name, Key: sub.key, Status: statusQueued})
 		}
+		base.ID = rec.ID
 		return s.accepted(rt, p, token, base, rec, now)
 	case errors.Is(err, queue.ErrFull) && defers:
 		return s.deferJob(ctx, rt, p, token, job, now)
@@ -194,12 +195,12 @@ func (s *Shaper) full(rt *runtime, p *policies.Policy, token string, o outcome, 
 	return o
 }
 
-// jobID returns a new job id, or with an Idempotency-Key the same id for
-// every retry of the same submission, so JetStream's dedupe makes retries
-// idempotent.
-func jobID(sub submission) string {
+// dedupeID returns the Nats-Msg-Id of a submission with an
+// Idempotency-Key: the same for every retry of the same submission, so
+// JetStream's dedupe makes retries idempotent. Without a key it is "".
+func dedupeID(sub submission) string {
 	if sub.idempotency == "" {
-		return nuid.Next()
+		return ""
 	}
 	sum := sha256.Sum256([]byte(sub.policy + "\x00" + sub.key + "\x00" + sub.idempotency))
 	return "i" + hex.EncodeToString(sum[:12])
