@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,12 +34,13 @@ type Shaper struct {
 	set      *policies.Set
 	runtimes map[string]*runtime
 
-	jobs      *jobStore
-	overrides jetstream.KeyValue    // live policy overrides             // job records for GET /v1/jobs/{id}
+	jobs      *jobStore             // job records for GET /v1/jobs/{id}
+	overrides jetstream.KeyValue    // live policy overrides
 	srv       *server.Server        // embedded JetStream, nil with an external one
 	rdb       redis.UniversalClient // admission limiter state, nil without Redis
 	nc        *nats.Conn
 	js        jetstream.JetStream
+	lost      chan error // the NATS connection closed for good while serving
 
 	httpAddr atomic.Value // string, once listening
 	ready    chan struct{}
@@ -85,6 +87,7 @@ func New(cfg Config) (*Shaper, error) {
 		set:      cfg.Policies,
 		runtimes: make(map[string]*runtime),
 		ready:    make(chan struct{}),
+		lost:     make(chan error, 1),
 	}, nil
 }
 
@@ -163,10 +166,14 @@ func (s *Shaper) Run(ctx context.Context) error {
 	close(s.ready)
 	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.set.Policies()))
 
+	var runErr error
 	select {
 	case <-ctx.Done():
 	case err := <-httpDone:
 		s.log.Error("http server stopped", "err", err)
+	case err := <-s.lost:
+		s.log.Error("nats connection closed for good: stopping; start the shaper again", "err", err)
+		runErr = fmt.Errorf("shaper: nats connection closed: %w", err)
 	}
 
 	// Graceful shutdown: stop admitting, let deliveries in flight end. The
@@ -192,7 +199,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	s.leaseWG.Wait()
 	wg.Wait()
 	s.log.Info("shaper stopped")
-	return nil
+	return runErr
 }
 
 func (s *Shaper) connect() error {
@@ -206,6 +213,18 @@ func (s *Shaper) connect() error {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+		// A connection is closed for good (no more reconnects) when the
+		// server answers with an error nats.go does not recover from. A
+		// shaper without its connection can only answer 503: Run stops, so
+		// that whatever supervises the process starts it again.
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if s.serving.Load() {
+				select {
+				case s.lost <- cmp.Or(nc.LastError(), errors.New("closed")):
+				default:
+				}
+			}
+		}),
 	}
 	var err error
 	if s.cfg.NATSURL == "" {

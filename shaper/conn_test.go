@@ -1,0 +1,123 @@
+package shaper_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/shaper"
+)
+
+// errProxy is a TCP proxy to a NATS server that, when asked, slips a
+// protocol error into what the server sends, at a moment the line is idle
+// (so not inside a message). nats.go answers an -ERR it does not know by
+// closing the connection for good.
+type errProxy struct {
+	ln     net.Listener
+	inject atomic.Bool
+	wg     sync.WaitGroup
+}
+
+func newErrProxy(t *testing.T, upstream string) *errProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &errProxy{ln: ln}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.wg.Go(func() { io.Copy(u, c); u.Close() })
+			p.wg.Go(func() { p.down(u, c); c.Close() })
+		}
+	})
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+// down copies from the server to the client, and writes the error once
+// after 50 ms without traffic once inject is set.
+func (p *errProxy) down(from, to net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		from.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		n, err := from.Read(buf)
+		if n > 0 {
+			if _, err := to.Write(buf[:n]); err != nil {
+				return
+			}
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			if p.inject.CompareAndSwap(true, false) {
+				if _, err := io.WriteString(to, "-ERR 'injected by the test'\r\n"); err != nil {
+					return
+				}
+			}
+			continue
+		}
+		return
+	}
+}
+
+// A shaper whose NATS connection is closed for good (nats.go does not
+// reconnect after an unknown -ERR) would otherwise answer 503 for ever: Run
+// stops with an error instead, so a supervisor starts it again.
+func TestRunStopsWhenNATSConnectionIsClosed(t *testing.T) {
+	srv := testenv.NATS(t)
+	proxy := newErrProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	s, err := shaper.New(shaper.Config{
+		Policies: testenv.Policies(t, burstPolicy),
+		HTTPAddr: "127.0.0.1:0",
+		NATSURL:  "nats://" + proxy.ln.Addr().String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run = %v before ready", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("shaper not ready after 20s")
+	}
+	resp, err := http.Post("http://"+s.HTTPAddr()+"/v1/jobs/burst/k", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST before the error = %d, want 202", resp.StatusCode)
+	}
+	proxy.inject.Store(true)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "nats connection closed") {
+			t.Errorf("Run = %v, want an error saying the NATS connection closed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run still running 20s after its NATS connection was closed")
+	}
+}
