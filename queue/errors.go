@@ -60,6 +60,8 @@ func classify(op string, err error) error {
 		errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrNoResponders),
 		errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout),
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs),
 		errors.Is(err, nats.ErrConnectionClosed),
 		errors.Is(err, nats.ErrConnectionDraining),
 		errors.Is(err, nats.ErrConnectionReconnecting),

@@ -2,6 +2,8 @@ package queue_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,4 +158,43 @@ func FuzzSeqOf(f *testing.F) {
 			t.Errorf("SeqOf(%q) = %d, but JobID(%d) = %q", id, seq, seq, q.JobID(seq))
 		}
 	})
+}
+
+// AdmitAsync answers as Admit does, once Wait is called.
+func TestAdmitAsync(t *testing.T) {
+	ctx := context.Background()
+	s := testenv.NATS(t)
+	js, err := jetstream.New(testenv.Connect(t, s), jetstream.WithPublishAsyncTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.Open(ctx, js, "orders", 2, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []*queue.Pending
+	for range 3 {
+		ps = append(ps, q.AdmitAsync(queue.Job{Key: "k", Payload: []byte("x")}))
+	}
+	ps = append(ps, q.AdmitAsync(queue.Job{Key: "k2", Dedupe: "d1"}), q.AdmitAsync(queue.Job{Key: "k2", Dedupe: "d1"}))
+	for i, p := range ps[:2] {
+		r, err := p.Wait()
+		if err != nil || r.ID != q.JobID(r.Seq) {
+			t.Errorf("job %d: %+v, %v; want a receipt named after its sequence", i, r, err)
+		}
+	}
+	if _, err := ps[2].Wait(); !errors.Is(err, queue.ErrFull) {
+		t.Errorf("third job of a key of 2 = %v, want ErrFull", err)
+	}
+	r1, err1 := ps[3].Wait()
+	r2, err2 := ps[4].Wait()
+	if err1 != nil || err2 != nil || !r2.Duplicate || r2.ID != r1.ID {
+		t.Errorf("resubmission = %+v, %v after %+v, %v; want a duplicate with the same id", r2, err2, r1, err1)
+	}
+	if _, err := q.AdmitAsync(queue.Job{Key: strings.Repeat("k", 300)}).Wait(); !errors.Is(err, queue.ErrBadKey) {
+		t.Errorf("300-byte key = %v, want ErrBadKey", err)
+	}
+	if _, err := q.AdmitAsync(queue.Job{Key: "k3", Payload: make([]byte, 2<<20)}).Wait(); !errors.Is(err, queue.ErrTooLarge) {
+		t.Errorf("2 MiB payload = %v, want ErrTooLarge", err)
+	}
 }

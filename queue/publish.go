@@ -26,17 +26,14 @@ const (
 	noRespondersWait    = 250 * time.Millisecond
 )
 
-// publish stores m in q's stream and returns its sequence, and whether it
-// was a duplicate of a message stored before with the same msgID (then the
-// sequence is that message's). It is jetstream's PublishMsg without its
-// per-call costs, on the admission path of every job: no context of its
-// own (the request times out after the queue's timeout, or earlier at
-// ctx's deadline) and no JSON decoder for the PubAck.
-func (q *Queue) publish(ctx context.Context, m *nats.Msg, msgID string) (uint64, bool, error) {
-	m.Header[headerExpectedStream] = []string{q.Stream()}
-	if msgID != "" {
-		m.Header[headerMsgID] = []string{msgID}
-	}
+// publish stores m (made by message) in q's stream and returns its
+// sequence, and whether it was a duplicate of a message stored before with
+// the same Nats-Msg-Id (then the sequence is that message's). It is
+// jetstream's PublishMsg without its per-call costs, on the admission path
+// of every job: no context of its own (the request times out after the
+// queue's timeout, or earlier at ctx's deadline) and no JSON decoder for the
+// PubAck.
+func (q *Queue) publish(ctx context.Context, m *nats.Msg) (uint64, bool, error) {
 	timeout := q.cfg.Timeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))

@@ -232,23 +232,39 @@ type Receipt struct {
 // subject's token, the policy its stream, and the enqueue time the stream's
 // timestamp unless EnqueuedAt is set; Msg fills them in when the job is read.
 func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
+	m, err := q.message(job)
+	if err != nil {
+		return Receipt{}, err
+	}
+	seq, dup, err := q.publish(ctx, m)
+	if err != nil {
+		return Receipt{}, classify("queue: admit", err)
+	}
+	return q.receipt(job.ID, seq, dup), nil
+}
+
+// message checks job and returns the message that stores it.
+func (q *Queue) message(job Job) (*nats.Msg, error) {
 	token, err := EncodeKey(job.Key)
 	if err != nil {
-		return Receipt{}, fmt.Errorf("queue: admit: %w", err)
+		return nil, fmt.Errorf("queue: admit: %w", err)
 	}
 	if len(job.Payload) > q.cfg.MaxPayload {
-		return Receipt{}, fmt.Errorf("queue: admit: %w: %d bytes, at most %d", ErrTooLarge, len(job.Payload), q.cfg.MaxPayload)
+		return nil, fmt.Errorf("queue: admit: %w: %d bytes, at most %d", ErrTooLarge, len(job.Payload), q.cfg.MaxPayload)
 	}
 	if nc := q.js.Conn(); nc.Status() != nats.CONNECTED {
-		return Receipt{}, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
+		return nil, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
 	}
 	h := JobHeader(job.Header)
 	// Header keys are written in their canonical form directly: Set would
 	// canonicalise each one again on every admission.
-	msgID := job.Dedupe
-	if job.ID != "" {
+	h[headerExpectedStream] = []string{q.Stream()}
+	switch {
+	case job.ID != "":
 		h[HeaderJobID] = []string{job.ID}
-		msgID = job.ID
+		h[headerMsgID] = []string{job.ID}
+	case job.Dedupe != "":
+		h[headerMsgID] = []string{job.Dedupe}
 	}
 	if !job.EnqueuedAt.IsZero() {
 		h[HeaderEnqueuedAt] = []string{job.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
@@ -256,15 +272,57 @@ func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
 	if job.Attempt > 1 {
 		h[HeaderAttempt] = []string{strconv.Itoa(job.Attempt)}
 	}
-	seq, dup, err := q.publish(ctx, &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: h}, msgID)
-	if err != nil {
-		return Receipt{}, classify("queue: admit", err)
-	}
-	id := job.ID
+	return &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: h}, nil
+}
+
+func (q *Queue) receipt(id string, seq uint64, dup bool) Receipt {
 	if id == "" {
 		id = q.JobID(seq)
 	}
-	return Receipt{ID: id, Seq: seq, Duplicate: dup}, nil
+	return Receipt{ID: id, Seq: seq, Duplicate: dup}
+}
+
+// Pending is a job AdmitAsync sent to JetStream.
+type Pending struct {
+	q   *Queue
+	id  string
+	f   jetstream.PubAckFuture
+	err error
+}
+
+// AdmitAsync is Admit without waiting for JetStream's answer: jobs sent one
+// after another share the connection's writes and JetStream's acks, so a
+// stream of submissions costs far less per job than one Admit each. Wait
+// returns what Admit would have. The JetStream of the queue must have been
+// made with jetstream.WithPublishAsyncTimeout, or a lost answer is waited
+// for until the connection closes. There are no retries on "no
+// responders" (a stream leader being elected): that comes back as
+// ErrUnavailable at once.
+func (q *Queue) AdmitAsync(job Job) *Pending {
+	p := &Pending{q: q, id: job.ID}
+	m, err := q.message(job)
+	if err != nil {
+		p.err = err
+		return p
+	}
+	if p.f, err = q.js.PublishMsgAsync(m); err != nil {
+		p.err = classify("queue: admit", err)
+	}
+	return p
+}
+
+// Wait returns the job's receipt once JetStream has answered, or Admit's
+// errors.
+func (p *Pending) Wait() (Receipt, error) {
+	if p.err != nil {
+		return Receipt{}, p.err
+	}
+	select {
+	case ack := <-p.f.Ok():
+		return p.q.receipt(p.id, ack.Sequence, ack.Duplicate), nil
+	case err := <-p.f.Err():
+		return Receipt{}, classify("queue: admit", err)
+	}
 }
 
 // JobID returns the id of a job Admit stored at seq without an id of its

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,7 +32,8 @@ import (
 //	BenchmarkNATS/raw-async      JetStream PublishAsync to a plain stream, waiting for every ack
 //	BenchmarkNATS/raw-sync       JetStream Publish from the same goroutines as submit (context)
 //	BenchmarkNATS/submit-publish submissions published to shaper.submit.bulk.{key} without a reply, pipelined
-//	BenchmarkNATS/submit         requests to shaper.submit.bulk.{key}, many in flight
+//	BenchmarkNATS/submit-async   requests to shaper.submit.bulk.{key}, pipelined like raw-async (4096 in flight)
+//	BenchmarkNATS/submit         requests to shaper.submit.bulk.{key}, 64 in flight (nc.Request from 64 goroutines)
 //
 // ns/op is wall time over b.N requests, so 1e9/ns-op is the throughput;
 // p99-µs is the 99th percentile latency one request saw.
@@ -311,6 +313,52 @@ func BenchmarkNATS(b *testing.B) {
 			time.Sleep(100 * time.Microsecond)
 		}
 		b.StopTimer()
+		reportCPU(b, cpu0)
+	})
+	b.Run("submit-async", func(b *testing.B) {
+		// Requests pipelined the way PublishAsync pipelines publishes: one
+		// inbox subscription for every reply, at most 4096 unanswered, done
+		// when every reply is in. The like-for-like pair of raw-async.
+		queued := []byte(`"status":"queued"`)
+		inbox := nats.NewInbox()
+		window := make(chan struct{}, 4096)
+		var (
+			got  atomic.Int64
+			bad  atomic.Pointer[string]
+			done = make(chan struct{})
+		)
+		sub, err := nc.Subscribe(inbox+".*", func(m *nats.Msg) {
+			if !bytes.Contains(m.Data, queued) {
+				s := string(m.Data)
+				bad.CompareAndSwap(nil, &s)
+			}
+			<-window
+			if got.Add(1) == int64(b.N) {
+				close(done)
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		sub.SetPendingLimits(-1, -1)
+		b.ResetTimer()
+		cpu0 := cpuTime()
+		for i := range b.N {
+			window <- struct{}{}
+			if err := nc.PublishRequest(subj[i%benchKeys], inbox+"."+strconv.Itoa(i), benchPayload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			b.Fatalf("%d of %d replies after 60s", got.Load(), b.N)
+		}
+		b.StopTimer()
+		if m := bad.Load(); m != nil {
+			b.Fatalf("a reply was not queued: %s", *m)
+		}
 		reportCPU(b, cpu0)
 	})
 	b.Run("submit", func(b *testing.B) {

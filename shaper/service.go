@@ -157,7 +157,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- hs.Serve(ln) }()
 
-	sub, err := s.subscribeIngress()
+	in, err := s.subscribeIngress()
 	if err != nil {
 		hs.Close()
 		return abort(err)
@@ -180,10 +180,12 @@ func (s *Shaper) Run(ctx context.Context) error {
 	// HTTP server and the drain each get the whole budget, at the same time:
 	// an idle keep-alive connection must not hold the drain up.
 	s.serving.Store(false)
-	if err := sub.Drain(); err != nil {
-		s.log.Warn("nats ingress drain", "err", err)
-	}
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		ictx, icancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer icancel()
+		in.stop(ictx)
+	})
 	wg.Go(func() {
 		hctx, hcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer hcancel()
@@ -240,7 +242,10 @@ func (s *Shaper) connect() error {
 		s.disconnect()
 		return fmt.Errorf("shaper: connect to nats %s: %w", s.cfg.NATSURL, err)
 	}
-	if s.js, err = jetstream.New(s.nc); err != nil {
+	// Async publishes (the NATS ingress's pipeline) give up after the
+	// admission timeout, like a synchronous Admit.
+	js, err := jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(ingressPipeline), jetstream.WithPublishAsyncTimeout(s.cfg.Timeout))
+	if s.js = js; err != nil {
 		s.disconnect()
 		return fmt.Errorf("shaper: jetstream: %w", err)
 	}

@@ -58,27 +58,65 @@ func failed(code int, msg string) outcome {
 }
 
 // submit runs a submission through the admission path: policy, key, size,
-// then the queue. It never blocks longer than the queue timeout.
+// admission limit, then the queue. It never blocks longer than the queue
+// timeout (and the admission limiter's).
 func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
+	t, o := s.check(ctx, sub, true)
+	if t == nil {
+		return o
+	}
+	var rec queue.Receipt
+	err := t.err
+	if err == nil {
+		rec, err = t.rt.q.Admit(ctx, t.job)
+	}
+	return s.settle(ctx, t, rec, err)
+}
+
+// ticket is a submission that passed every check and waits for the queue's
+// answer (or, with err set, already has it).
+type ticket struct {
+	rt     *runtime
+	p      *policies.Policy
+	token  string
+	job    queue.Job
+	base   outcome
+	now    time.Time
+	defers bool
+	err    error // the answer known without asking JetStream (queue.ErrFull), or nil
+	// slow: the submission needs a call that blocks (the admission limiter,
+	// a deferral) before anything else; check(…, false) stops there.
+	slow bool
+}
+
+// check runs everything before the queue: it returns a ticket, or the
+// final outcome with a nil ticket. With block false it does nothing that
+// waits on the network: a submission that needs the admission limiter or a
+// deferral comes back as a ticket marked slow, before any side effect, to
+// be run again through submit.
+func (s *Shaper) check(ctx context.Context, sub submission, block bool) (*ticket, outcome) {
 	if !s.serving.Load() {
 		o := failed(http.StatusServiceUnavailable, "shaper is shutting down")
 		o.RetryAfterMs = DefaultUnavailableWait.Milliseconds()
-		return o
+		return nil, o
 	}
 	rt := s.runtime(sub.policy)
 	if rt == nil {
-		return failed(http.StatusNotFound, "unknown policy "+quote(sub.policy))
+		return nil, failed(http.StatusNotFound, "unknown policy "+quote(sub.policy))
 	}
 	p := rt.pol.Load()
 	token, err := queue.EncodeKey(sub.key)
 	if err != nil {
-		return failed(http.StatusBadRequest, err.Error())
+		return nil, failed(http.StatusBadRequest, err.Error())
 	}
 	if len(sub.payload) > rt.q.MaxPayload() {
-		return failed(http.StatusRequestEntityTooLarge, errTooLarge(rt.q.MaxPayload()))
+		return nil, failed(http.StatusRequestEntityTooLarge, errTooLarge(rt.q.MaxPayload()))
+	}
+	if !block && p.Admit != nil && rt.admit.Load() != nil {
+		return &ticket{slow: true}, outcome{}
 	}
 	if o, ok := s.admitLimit(ctx, rt, p, sub.key); !ok {
-		return o
+		return nil, o
 	}
 	now := time.Now()
 	defers := p.Overflow == policies.OverflowDefer
@@ -90,32 +128,43 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 	if known && !defers {
 		// A flood on a full key: answered without making a job at all.
 		rt.counter.rejected.Add(1)
-		return s.full(rt, p, token, outcome{Policy: p.Name, Key: sub.key}, now)
+		return nil, s.full(rt, p, token, outcome{Policy: p.Name, Key: sub.key}, now)
 	}
 	h := nats.Header{}
 	h.Set(queue.HeaderTrace, traceparent(sub.traceparent))
 	// No id yet: the queue names the job after where it stores it.
 	job := queue.Job{Dedupe: dedupeID(sub), Key: sub.key, Payload: sub.payload, Header: h}
+	t := &ticket{rt: rt, p: p, token: token, job: job, base: outcome{Policy: p.Name, Key: sub.key}, now: now, defers: defers}
 	if defers && rt.deferD.Key(token, now).Queued > 0 {
 		// Deferred jobs of this key go first: a slot that frees is theirs.
-		return s.deferJob(ctx, rt, p, token, job, now)
+		if !block {
+			return &ticket{slow: true}, outcome{}
+		}
+		return nil, s.deferJob(ctx, rt, p, token, job, now)
 	}
-	base := outcome{Policy: p.Name, Key: sub.key}
-	var rec queue.Receipt
-	if known {
-		err = queue.ErrFull // JetStream said so, and no slot frees before then
-	} else if p.Queue < rt.q.Limit() && rt.d.Key(token, now).Queued >= int64(p.Queue) {
+	switch {
+	case known:
+		t.err = queue.ErrFull // JetStream said so, and no slot frees before then
+	case p.Queue < rt.q.Limit() && rt.d.Key(token, now).Queued >= int64(p.Queue):
 		// The queue size was lowered over live jobs: the stream still allows
 		// more, so the smaller size is enforced here (per shaper, not atomic).
-		err = queue.ErrFull
-	} else {
-		rec, err = rt.q.Admit(ctx, job)
-		if errors.Is(err, queue.ErrFull) && rt.d.Active() {
-			// This shaper drains the key, so it knows exactly when a slot
-			// frees: until then the answer cannot change.
-			if room := rt.d.Key(token, now).RoomIn; room > 0 {
-				rt.fullUntil.Store(token, now.Add(room))
-			}
+		t.err = queue.ErrFull
+	}
+	if t.err != nil && defers && !block {
+		return &ticket{slow: true}, outcome{}
+	}
+	return t, outcome{}
+}
+
+// settle turns the queue's answer to t (rec, or err) into the outcome. For
+// a defer policy whose key is full it defers the job, which blocks.
+func (s *Shaper) settle(ctx context.Context, t *ticket, rec queue.Receipt, err error) outcome {
+	rt, p, token, now := t.rt, t.p, t.token, t.now
+	if t.err == nil && errors.Is(err, queue.ErrFull) && rt.d.Active() {
+		// JetStream refused it and this shaper drains the key, so it knows
+		// exactly when a slot frees: until then the answer cannot change.
+		if room := rt.d.Key(token, now).RoomIn; room > 0 {
+			rt.fullUntil.Store(token, now.Add(room))
 		}
 	}
 	switch {
@@ -127,13 +176,14 @@ func (s *Shaper) submit(ctx context.Context, sub submission) outcome {
 		} else {
 			rt.counter.admitted.Add(1)
 		}
-		base.ID = rec.ID
-		return s.accepted(rt, p, token, base, rec, now)
-	case errors.Is(err, queue.ErrFull) && defers:
-		return s.deferJob(ctx, rt, p, token, job, now)
+		o := t.base
+		o.ID = rec.ID
+		return s.accepted(rt, p, token, o, rec, now)
+	case errors.Is(err, queue.ErrFull) && t.defers:
+		return s.deferJob(ctx, rt, p, token, t.job, now)
 	case errors.Is(err, queue.ErrFull):
 		rt.counter.rejected.Add(1)
-		return s.full(rt, p, token, base, now)
+		return s.full(rt, p, token, t.base, now)
 	case errors.Is(err, queue.ErrTooLarge):
 		return failed(http.StatusRequestEntityTooLarge, err.Error())
 	case errors.Is(err, queue.ErrBadKey):
@@ -208,7 +258,9 @@ func dedupeID(sub submission) string {
 
 // traceparent returns tp when it is a W3C traceparent, else a new one. Trace
 // ids need to be unique, not secret: they come from math/rand/v2, which
-// costs no system call.
+// costs no system call. A new one is not sampled (flags 00): the shaper
+// records no spans, and nats-server parses every header of a message whose
+// traceparent is sampled, at each hop, to look for a trace destination.
 func traceparent(tp string) string {
 	if validTraceparent(tp) {
 		return tp
@@ -217,7 +269,7 @@ func traceparent(tp string) string {
 	binary.LittleEndian.PutUint64(b[0:], rand.Uint64())
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64()|1) // never all zero
 	binary.LittleEndian.PutUint64(b[16:], rand.Uint64()|1)
-	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
+	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-00"
 }
 
 func validTraceparent(tp string) bool {
