@@ -1,0 +1,98 @@
+package shaper_test
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Every endpoint, fed hostile strings in every place a client controls
+// (path parameters, query, headers, bodies): each answer is a 4xx (never a
+// 5xx, never a hang), and the shaper still admits and delivers afterwards.
+// A 10 KB job id once closed the shaper's NATS connection for good.
+func TestHostileInputEverywhere(t *testing.T) {
+	r := start(t, `
+policies:
+  - name: p
+    outflow: 100/s
+    queue: 5
+    overflow: defer
+`)
+	hostile := []string{
+		strings.Repeat("x", 10000), strings.Repeat("é", 5000), "a.b", "*", ">", "a.>", "$SYS.x",
+		"with space", "\x00nul", "..", "%", "-", "~!!", "\r\nInjected: 1", "\xff\xfe",
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	do := func(method, path string, body string, hdr map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, r.base+path, strings.NewReader(body))
+		if err != nil {
+			return 400, "not a request: " + err.Error() // the client refuses it: nothing reaches the shaper
+		}
+		for k, v := range hdr {
+			req.Header[k] = []string{v}
+		}
+		resp, err := client.Do(req)
+		if err != nil && strings.Contains(err.Error(), "invalid header field") {
+			return 400, "not sent: " + err.Error() // the client refuses it: nothing reaches the shaper
+		}
+		if err != nil {
+			t.Fatalf("%s %.60s: %.200v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, h := range hostile {
+		e := url.PathEscape(h)
+		q := url.QueryEscape(h)
+		for _, c := range []struct {
+			method, path, body string
+			hdr                map[string]string
+		}{
+			{"GET", "/v1/jobs/" + e, "", nil},
+			{"POST", "/v1/jobs/" + e + "/k", "x", nil},
+			{"POST", "/v1/jobs/p/" + e, "x", nil},
+			{"POST", "/v1/jobs/p/ok", "x", map[string]string{"Idempotency-Key": h, "Traceparent": h}},
+			{"GET", "/v1/policies/" + e, "", nil},
+			{"PUT", "/v1/policies/" + e, `{"queue": 5}`, nil},
+			{"PUT", "/v1/policies/p", `{"outflow": "` + strings.ReplaceAll(h, `"`, "") + `"}`, nil},
+			{"DELETE", "/v1/policies/" + e + "/override", "", nil},
+			{"GET", "/v1/dead?policy=" + q, "", nil},
+			{"GET", "/v1/dead?policy=p&key=" + q, "", nil},
+			{"GET", "/v1/dead?policy=p&reason=" + q, "", nil},
+			{"GET", "/v1/dead?limit=" + q, "", nil},
+			{"GET", "/v1/dead/" + e + "/1", "", nil},
+			{"GET", "/v1/dead/p/" + e, "", nil},
+			{"POST", "/v1/dead/replay?policy=p&key=" + q, "", nil},
+			{"DELETE", "/v1/dead?policy=" + q, "", nil},
+		} {
+			code, body := do(c.method, c.path, c.body, c.hdr)
+			if code >= 500 {
+				t.Errorf("%s %.80q = %d %.200s, want a 4xx (or a success)", c.method, c.path, code, body)
+			}
+		}
+		// And by NATS: hostile Shaper-Key and Idempotency-Key headers.
+		m, err := r.nc.RequestMsg(&nats.Msg{Subject: "shaper.submit.p.k", Data: []byte("x"),
+			Header: nats.Header{"Shaper-Key": []string{h}, "Idempotency-Key": []string{h}}}, 5*time.Second)
+		if err != nil {
+			t.Errorf("NATS submit with Shaper-Key %.40q: %v", h, err)
+		} else if strings.Contains(string(m.Data), `"code":5`) {
+			t.Errorf("NATS submit with Shaper-Key %.40q = %s, want a 4xx", h, m.Data)
+		}
+	}
+	// Still healthy: ready, admits, delivers.
+	after := collect(t, r.nc, "shaper.out.p.after")
+	if code, body := do("GET", "/readyz", "", nil); code != http.StatusOK {
+		t.Fatalf("/readyz after the hostile input = %d %s", code, body)
+	}
+	if a := r.post(t, "p", "after", []byte("still here")); a.code != http.StatusAccepted {
+		t.Fatalf("POST after the hostile input = %d %v", a.code, a.body)
+	}
+	after(1, 10*time.Second)
+}
