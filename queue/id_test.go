@@ -134,6 +134,18 @@ func TestJobIDsSurviveStreamRecreation(t *testing.T) {
 	if got := queue.JobID(queue.EpochOf(info.CachedInfo().Created), r2.Seq); got != r2.ID {
 		t.Errorf("JobID(EpochOf(created), seq) = %q, want %q", got, r2.ID)
 	}
+	// The first Queue, still running on the old stream's epoch, takes the
+	// new one at its next look at the stream's state.
+	if _, err := q1.LastSeq(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := q1.Admit(ctx, queue.Job{Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.ID != q2.JobID(r3.Seq) {
+		t.Errorf("old Queue after LastSeq names seq %d %q, want the new stream's %q", r3.Seq, r3.ID, q2.JobID(r3.Seq))
+	}
 }
 
 // FuzzSeqOf: SeqOf parses ids that come from GET /v1/jobs/{id}. It accepts

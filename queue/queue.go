@@ -86,7 +86,12 @@ type Queue struct {
 	cfg    Config
 	size   atomic.Int64 // jobs a key may hold
 	limit  atomic.Int64 // the stream's MaxMsgsPerSubject (>= size)
-	epoch  string       // the stream's creation time, base 36: the first part of the ids Admit makes
+	// epoch is the stream's creation time in base 36, the first part of the
+	// ids Admit makes. It is read again with every look at the stream's
+	// state (LastSeq: when Watch restarts, which a deleted stream forces,
+	// and when a drainer misses a job), so a stream deleted and created
+	// again under a running shaper soon gets new ids.
+	epoch atomic.Pointer[string]
 }
 
 // Open creates or updates the stream that holds policy's queue, with room for
@@ -138,7 +143,7 @@ func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, 
 		return nil, classify("queue: open "+policy, err)
 	}
 	q.stream = s
-	q.epoch = epochOf(s.CachedInfo().Created)
+	q.setEpoch(s.CachedInfo().Created)
 	q.size.Store(int64(size))
 	q.limit.Store(sc.MaxMsgsPerSubject)
 	return q, nil
@@ -329,7 +334,13 @@ func (p *Pending) Wait() (Receipt, error) {
 // own: the stream's creation time and the sequence, both in base 36 and
 // joined by '-' (a character neither nuid nor hex ids contain). The creation
 // time keeps ids unique when a stream is deleted and created again.
-func (q *Queue) JobID(seq uint64) string { return JobID(q.epoch, seq) }
+func (q *Queue) JobID(seq uint64) string { return JobID(*q.epoch.Load(), seq) }
+
+func (q *Queue) setEpoch(created time.Time) {
+	if e := epochOf(created); q.epoch.Load() == nil || *q.epoch.Load() != e {
+		q.epoch.Store(&e)
+	}
+}
 
 // JobID is Queue.JobID for a stream of the given epoch (EpochOf its
 // creation time), for readers of a queue's stream that have no Queue.
@@ -345,7 +356,7 @@ func epochOf(created time.Time) string { return strconv.FormatInt(created.UnixNa
 // SeqOf returns the sequence of the job an id made by JobID names, and
 // false when id is not such an id of this queue.
 func (q *Queue) SeqOf(id string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(id, q.epoch+"-")
+	rest, ok := strings.CutPrefix(id, *q.epoch.Load()+"-")
 	if !ok || rest == "" || len(rest) > 13 {
 		return 0, false
 	}
@@ -430,6 +441,7 @@ func (q *Queue) LastSeq(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, classify("queue: last sequence", err)
 	}
+	q.setEpoch(info.Created)
 	return info.State.LastSeq, nil
 }
 
