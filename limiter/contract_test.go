@@ -68,6 +68,7 @@ func newClient(t testing.TB, addr string, poolSize int) *redis.Client {
 func redisFactory(addr string, cfg limiter.RedisConfig) factory {
 	return func(t *testing.T, alg limiter.Algorithm, l limiter.Limit) subject {
 		rdb := newClient(t, addr, 4)
+		cfg := cfg // subjects are made in parallel: each gets its own copy
 		if cfg.Timeout == 0 {
 			cfg.Timeout = 5 * time.Second // a loaded test machine, not a production budget
 		}

@@ -115,9 +115,11 @@ func (s *Shaper) deadLetters(ctx context.Context, f deadFilter, fn func(DeadLett
 	names := []string{f.policy}
 	if f.policy == "" {
 		names = names[:0]
+		s.mu.RLock()
 		for _, p := range s.set.Policies() {
 			names = append(names, p.Name)
 		}
+		s.mu.RUnlock()
 	}
 	for _, name := range names {
 		stream, err := s.js.Stream(ctx, deadStream(name))

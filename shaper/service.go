@@ -162,9 +162,12 @@ func (s *Shaper) Run(ctx context.Context) error {
 		hs.Close()
 		return abort(err)
 	}
+	s.mu.RLock()
+	n := len(s.set.Policies())
+	s.mu.RUnlock()
 	s.serving.Store(true)
 	close(s.ready)
-	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.set.Policies()))
+	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", n)
 
 	var runErr error
 	select {
