@@ -136,6 +136,20 @@ func (in *ingress) block(m *nats.Msg, answer func() outcome) {
 	}()
 }
 
+// backlog is how many submissions the subscription holds that the
+// callback has not taken yet.
+func (in *ingress) backlog() int64 {
+	n, _, _ := in.sub.Pending()
+	return int64(max(n, 0))
+}
+
+// dropped is how many submissions the subscription dropped as a slow
+// consumer (its backlog at its limit).
+func (in *ingress) dropped() int64 {
+	n, _ := in.sub.Dropped()
+	return int64(max(n, 0))
+}
+
 func (in *ingress) reply(m *nats.Msg, o outcome) {
 	if m.Reply == "" {
 		return

@@ -50,6 +50,19 @@ func (s *Shaper) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(&b, "%s{policy=%q} %s\n", m.name, p.Name, strconv.FormatFloat(m.value(p), 'g', -1, 64))
 		}
 	}
+	if in := s.in.Load(); in != nil {
+		for _, m := range []struct {
+			name, kind, help string
+			value            int64
+		}{
+			{"shaper_nats_ingress_pending", "gauge", "NATS submissions sent to JetStream and not yet answered.", in.queued.Load()},
+			{"shaper_nats_ingress_blocking", "gauge", "NATS submissions running on a goroutine of their own (admission limit, deferral).", in.running.Load()},
+			{"shaper_nats_ingress_backlog", "gauge", "NATS submissions received and not yet looked at.", in.backlog()},
+			{"shaper_nats_ingress_dropped_total", "counter", "NATS submissions dropped unanswered because the backlog was full (the producer's request times out).", in.dropped()},
+		} {
+			fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, m.value)
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write([]byte(b.String()))
 }

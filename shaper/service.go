@@ -41,6 +41,7 @@ type Shaper struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	lost      chan error // the NATS connection closed for good while serving
+	in        atomic.Pointer[ingress]
 
 	httpAddr atomic.Value // string, once listening
 	ready    chan struct{}
@@ -162,6 +163,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 		hs.Close()
 		return abort(err)
 	}
+	s.in.Store(in)
 	s.mu.RLock()
 	n := len(s.set.Policies())
 	s.mu.RUnlock()
