@@ -17,7 +17,7 @@ const (
 	DefaultSubmitSubject   = "shaper.submit"
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultUnavailableWait = time.Second // Retry-After of a 503
-	DefaultIngressWorkers  = 256
+	DefaultIngressWorkers  = 256         // NATS submissions that block (admission limit, deferral) run at most this many at a time
 )
 
 // Config configures a Shaper. Policies is required; every other field's zero

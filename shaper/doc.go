@@ -13,7 +13,9 @@
 // a dead-letter stream, and an optional admission limiter (memory, or Redis
 // with Config.RedisURL). Ingress is HTTP (Handler: POST
 // /v1/jobs/{policy}/{key} and the operator API) and NATS requests on
-// <Config.SubmitSubject>.<policy>.<key token>, in a queue group.
+// <Config.SubmitSubject>.<policy>.<key token>, in a queue group. The NATS
+// ingress is pipelined: jobs are sent to JetStream without waiting one by
+// one, and the answers go back as JetStream acknowledges them (ingress.go).
 //
 // With no Config.NATSURL a Shaper runs an embedded JetStream server storing
 // in Config.DataDir and listening on Config.NATSListen, so one process and
