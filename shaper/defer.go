@@ -110,7 +110,13 @@ func (s *Shaper) deferJob(ctx context.Context, rt *runtime, p *policies.Policy, 
 	// Idempotency-Key's (so a retry is stored once) or a new one.
 	job.ID = cmp.Or(job.Dedupe, nuid.Next())
 	o := outcome{ID: job.ID, Policy: p.Name, Key: job.Key}
+	done := rt.deferring(token)
 	rec, err := rt.deferQ.Admit(ctx, job)
+	if err == nil && !rec.Duplicate {
+		done(rec.Seq, now)
+	} else {
+		done(0, now)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, queue.ErrFull):

@@ -63,8 +63,81 @@ type runtime struct {
 	// known to be full (a time.Time), so that a flood on a full key is
 	// answered 429 without a JetStream round trip each.
 	fullUntil sync.Map
+	deferrals deferrals      // this shaper's deferrals its deferred drainer has not yet seen
 	deferD    *drain.Drainer // re-admits deferred jobs
 	counter   counters
+}
+
+// deferrals remembers, per key token, the deferrals this shaper is making
+// or made that the deferred drainer's watch has not reported yet: in
+// between, a fresh submission must still queue behind them.
+type deferrals struct {
+	mu   sync.Mutex
+	keys map[string]*deferralState
+}
+
+type deferralState struct {
+	making int       // deferrals started and not yet stored (or failed)
+	seq    uint64    // the highest sequence stored
+	at     time.Time // when it was stored
+}
+
+// deferredAhead reports whether key token has deferred jobs that a fresh
+// submission must queue behind: jobs the deferred drainer holds, or ones
+// this shaper is deferring or deferred that the drainer has not seen.
+func (rt *runtime) deferredAhead(token string, now time.Time) bool {
+	st := rt.deferD.Key(token, now)
+	if st.Queued > 0 {
+		return true
+	}
+	rt.deferrals.mu.Lock()
+	defer rt.deferrals.mu.Unlock()
+	d := rt.deferrals.keys[token]
+	if d == nil {
+		return false
+	}
+	if d.making > 0 || d.seq > st.Seen {
+		return true
+	}
+	delete(rt.deferrals.keys, token)
+	return false
+}
+
+// deferring records that a job of key token is being deferred; done
+// records how that ended (seq 0: nothing new stored).
+func (rt *runtime) deferring(token string) (done func(seq uint64, now time.Time)) {
+	rt.deferrals.mu.Lock()
+	if rt.deferrals.keys == nil {
+		rt.deferrals.keys = make(map[string]*deferralState)
+	}
+	d := rt.deferrals.keys[token]
+	if d == nil {
+		d = &deferralState{}
+		rt.deferrals.keys[token] = d
+	}
+	d.making++
+	rt.deferrals.mu.Unlock()
+	return func(seq uint64, now time.Time) {
+		rt.deferrals.mu.Lock()
+		defer rt.deferrals.mu.Unlock()
+		d.making--
+		if seq > d.seq {
+			d.seq, d.at = seq, now
+		}
+	}
+}
+
+// sweepDeferrals forgets the deferrals the deferred drainer has seen (or
+// that are so old that its watch must have restarted past them: it reports
+// every job).
+func (rt *runtime) sweepDeferrals(now time.Time) {
+	rt.deferrals.mu.Lock()
+	defer rt.deferrals.mu.Unlock()
+	for token, d := range rt.deferrals.keys {
+		if d.making == 0 && (d.seq <= rt.deferD.Key(token, now).Seen || now.Sub(d.at) > time.Minute) {
+			delete(rt.deferrals.keys, token)
+		}
+	}
 }
 
 type counters struct {
@@ -385,8 +458,9 @@ func (s *Shaper) stopDrainers(ctx context.Context) {
 	wg.Wait()
 }
 
-// sweepFull forgets expired full-queue verdicts of keys nobody submits to
-// any more, until ctx ends.
+// sweepFull forgets expired full-queue verdicts, and deferrals the
+// deferred drainer has seen, of keys nobody submits to any more, until ctx
+// ends.
 func (s *Shaper) sweepFull(ctx context.Context) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
@@ -403,6 +477,7 @@ func (s *Shaper) sweepFull(ctx context.Context) {
 					}
 					return true
 				})
+				rt.sweepDeferrals(now)
 			}
 			s.mu.RUnlock()
 		}

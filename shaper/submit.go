@@ -135,7 +135,7 @@ func (s *Shaper) check(ctx context.Context, sub submission, block bool) (*ticket
 	// No id yet: the queue names the job after where it stores it.
 	job := queue.Job{Dedupe: dedupeID(sub), Key: sub.key, Payload: sub.payload, Header: h}
 	t := &ticket{rt: rt, p: p, token: token, job: job, base: outcome{Policy: p.Name, Key: sub.key}, now: now, defers: defers}
-	if defers && rt.deferD.Key(token, now).Queued > 0 {
+	if defers && rt.deferredAhead(token, now) {
 		// Deferred jobs of this key go first: a slot that frees is theirs.
 		if !block {
 			return &ticket{slow: true}, outcome{}
