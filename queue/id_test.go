@@ -152,15 +152,7 @@ func TestJobIDsSurviveStreamRecreation(t *testing.T) {
 // exactly the ids JobID makes (so no two ids name one job), and nothing
 // else panics.
 func FuzzSeqOf(f *testing.F) {
-	ctx := context.Background()
-	js, err := jetstream.New(testenv.Connect(f, testenv.NATS(f)))
-	if err != nil {
-		f.Fatal(err)
-	}
-	q, err := queue.Open(ctx, js, "fuzz", 1, queue.Config{})
-	if err != nil {
-		f.Fatal(err)
-	}
+	q, _ := open(f, 1)
 	for _, id := range []string{q.JobID(1), q.JobID(1 << 63), q.JobID(^uint64(0)), "", "-", q.JobID(1) + "0", "x-1", "Xh7PqQn0d8Yc5y2Tn5rFYb", "i0123456789abcdef01234567"} {
 		f.Add(id)
 	}

@@ -337,9 +337,8 @@ func (p *Pending) Wait() (Receipt, error) {
 func (q *Queue) JobID(seq uint64) string { return JobID(*q.epoch.Load(), seq) }
 
 func (q *Queue) setEpoch(created time.Time) {
-	if e := epochOf(created); q.epoch.Load() == nil || *q.epoch.Load() != e {
-		q.epoch.Store(&e)
-	}
+	e := EpochOf(created)
+	q.epoch.Store(&e)
 }
 
 // JobID is Queue.JobID for a stream of the given epoch (EpochOf its
@@ -349,15 +348,25 @@ func JobID(epoch string, seq uint64) string {
 }
 
 // EpochOf returns the epoch part of the ids of a stream created at created.
-func EpochOf(created time.Time) string { return epochOf(created) }
+func EpochOf(created time.Time) string { return strconv.FormatInt(created.UnixNano(), 36) }
 
-func epochOf(created time.Time) string { return strconv.FormatInt(created.UnixNano(), 36) }
+// MaxJobIDLen bounds the ids ValidJobID accepts. The shaper's ids are at
+// most 27 bytes: 22 for a nuid, 25 for an Idempotency-Key's hash, 27 for an
+// id JobID makes.
+const MaxJobIDLen = 64
+
+// ValidJobID reports whether id could be a job id the shaper made: 1 to
+// MaxJobIDLen bytes of [A-Za-z0-9_-], the characters of a plain key. An id
+// from outside (GET /v1/jobs/{id}) must pass it before it is used in a
+// subject: a few KiB past the server's control line limit, and the server
+// closes the connection.
+func ValidJobID(id string) bool { return id != "" && len(id) <= MaxJobIDLen && plain(id) }
 
 // SeqOf returns the sequence of the job an id made by JobID names, and
 // false when id is not such an id of this queue.
 func (q *Queue) SeqOf(id string) (uint64, bool) {
 	rest, ok := strings.CutPrefix(id, *q.epoch.Load()+"-")
-	if !ok || rest == "" || len(rest) > 13 {
+	if !ok {
 		return 0, false
 	}
 	seq, err := strconv.ParseUint(rest, 36, 64)

@@ -15,7 +15,7 @@ import (
 	"github.com/shaper-dev/shaper/queue"
 )
 
-func open(t *testing.T, size int) (*queue.Queue, jetstream.JetStream) {
+func open(t testing.TB, size int) (*queue.Queue, jetstream.JetStream) {
 	t.Helper()
 	s := testenv.NATS(t)
 	js, err := jetstream.New(testenv.Connect(t, s))

@@ -71,6 +71,12 @@ func limitOf(a *policies.Admit) limiter.Limit {
 	return l
 }
 
+// limited reports whether submissions to rt under p pass an admission
+// limiter (one that may wait on Redis), as admitLimit decides.
+func (rt *runtime) limited(p *policies.Policy) bool {
+	return p.Admit != nil && rt.admit.Load() != nil
+}
+
 // admitLimit applies rt's admission limiter to sub. It returns the outcome
 // to answer with when the submission must not reach the queue.
 func (s *Shaper) admitLimit(ctx context.Context, rt *runtime, p *policies.Policy, key string) (outcome, bool) {

@@ -112,11 +112,7 @@ func (s *Shaper) deferJob(ctx context.Context, rt *runtime, p *policies.Policy, 
 	o := outcome{ID: job.ID, Policy: p.Name, Key: job.Key}
 	done := rt.deferring(token)
 	rec, err := rt.deferQ.Admit(ctx, job)
-	if err == nil && !rec.Duplicate {
-		done(rec.Seq, now)
-	} else {
-		done(0, now)
-	}
+	done(rec.Seq) // 0 when nothing was stored; a duplicate's is the first job's
 	switch {
 	case err == nil:
 	case errors.Is(err, queue.ErrFull):

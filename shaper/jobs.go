@@ -113,58 +113,37 @@ func (s *Shaper) handleJob(w http.ResponseWriter, r *http.Request) {
 // queue, since a delivered job's record is written just before the job is
 // removed.
 func (s *Shaper) findJob(ctx context.Context, id string) (*jobRecord, error) {
-	if !validJobID(id) {
-		// Not an id the shaper makes. It must not reach the record bucket:
-		// a key of a few KiB is a subject past the server's control line
-		// limit, and the server answers that by closing the connection.
-		return nil, jetstream.ErrInvalidKey
+	if !queue.ValidJobID(id) {
+		return nil, jetstream.ErrInvalidKey // never used in a subject
 	}
 	rec, err := s.jobs.get(ctx, id)
 	if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return rec, err
 	}
-	s.mu.RLock()
-	var (
-		rt  *runtime
-		seq uint64
-	)
-	for _, r := range s.runtimes {
-		if n, ok := r.q.SeqOf(id); ok {
-			rt, seq = r, n
-			break
-		}
+	rt, seq := s.queueOf(id)
+	if rt == nil {
+		return nil, err
 	}
-	s.mu.RUnlock()
-	if rt != nil {
-		m, qerr := rt.q.Lookup(ctx, seq)
-		switch {
-		case qerr == nil:
-			return &jobRecord{ID: id, Policy: rt.pol.Load().Name, Key: m.Key, Status: statusQueued, Updated: m.EnqueuedAt.UTC()}, nil
-		case errors.Is(qerr, queue.ErrEmpty):
-			return s.jobs.get(ctx, id)
-		default:
-			return nil, qerr
-		}
+	m, err := rt.q.Lookup(ctx, seq)
+	switch {
+	case err == nil:
+		return &jobRecord{ID: id, Policy: rt.pol.Load().Name, Key: m.Key, Status: statusQueued, Updated: m.EnqueuedAt.UTC()}, nil
+	case errors.Is(err, queue.ErrEmpty):
+		return s.jobs.get(ctx, id)
+	default:
+		return nil, err
 	}
-	return nil, err
 }
 
-// maxJobIDLen bounds the ids GET /v1/jobs/{id} looks up. The shaper's ids
-// are at most 27 bytes: 22 for a nuid, 25 for an Idempotency-Key's hash, 27
-// for a queue-made id.
-const maxJobIDLen = 64
-
-// validJobID reports whether id could be an id the shaper made: 1 to
-// maxJobIDLen bytes of [A-Za-z0-9_-].
-func validJobID(id string) bool {
-	if id == "" || len(id) > maxJobIDLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
+// queueOf returns the runtime whose queue made id, and the job's sequence;
+// a nil runtime for an id no queue made.
+func (s *Shaper) queueOf(id string) (*runtime, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, rt := range s.runtimes {
+		if seq, ok := rt.q.SeqOf(id); ok {
+			return rt, seq
 		}
 	}
-	return true
+	return nil, 0
 }

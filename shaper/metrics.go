@@ -44,8 +44,11 @@ var metrics = []metric{
 func (s *Shaper) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	st := s.Status()
 	var b strings.Builder
+	family := func(name, kind, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+	}
 	for _, m := range metrics {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.kind)
+		family(m.name, m.kind, m.help)
 		for _, p := range st {
 			fmt.Fprintf(&b, "%s{policy=%q} %s\n", m.name, p.Name, strconv.FormatFloat(m.value(p), 'g', -1, 64))
 		}
@@ -60,7 +63,8 @@ func (s *Shaper) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			{"shaper_nats_ingress_backlog", "gauge", "NATS submissions received and not yet looked at.", in.backlog()},
 			{"shaper_nats_ingress_dropped_total", "counter", "NATS submissions dropped unanswered because the backlog was full (the producer's request times out).", in.dropped()},
 		} {
-			fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, m.value)
+			family(m.name, m.kind, m.help)
+			fmt.Fprintf(&b, "%s %d\n", m.name, m.value)
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

@@ -82,6 +82,10 @@ type deferralState struct {
 	at     time.Time // when it was stored
 }
 
+// ahead reports whether d still holds fresh submissions back, given the
+// highest sequence of the key the deferred drainer has seen.
+func (d *deferralState) ahead(seen uint64) bool { return d.making > 0 || d.seq > seen }
+
 // deferredAhead reports whether key token has deferred jobs that a fresh
 // submission must queue behind: jobs the deferred drainer holds, or ones
 // this shaper is deferring or deferred that the drainer has not seen.
@@ -96,7 +100,7 @@ func (rt *runtime) deferredAhead(token string, now time.Time) bool {
 	if d == nil {
 		return false
 	}
-	if d.making > 0 || d.seq > st.Seen {
+	if d.ahead(st.Seen) {
 		return true
 	}
 	delete(rt.deferrals.keys, token)
@@ -104,8 +108,8 @@ func (rt *runtime) deferredAhead(token string, now time.Time) bool {
 }
 
 // deferring records that a job of key token is being deferred; done
-// records how that ended (seq 0: nothing new stored).
-func (rt *runtime) deferring(token string) (done func(seq uint64, now time.Time)) {
+// records where it was stored (0: nowhere).
+func (rt *runtime) deferring(token string) (done func(seq uint64)) {
 	rt.deferrals.mu.Lock()
 	if rt.deferrals.keys == nil {
 		rt.deferrals.keys = make(map[string]*deferralState)
@@ -117,12 +121,12 @@ func (rt *runtime) deferring(token string) (done func(seq uint64, now time.Time)
 	}
 	d.making++
 	rt.deferrals.mu.Unlock()
-	return func(seq uint64, now time.Time) {
+	return func(seq uint64) {
 		rt.deferrals.mu.Lock()
 		defer rt.deferrals.mu.Unlock()
 		d.making--
 		if seq > d.seq {
-			d.seq, d.at = seq, now
+			d.seq, d.at = seq, time.Now()
 		}
 	}
 }
@@ -134,7 +138,7 @@ func (rt *runtime) sweepDeferrals(now time.Time) {
 	rt.deferrals.mu.Lock()
 	defer rt.deferrals.mu.Unlock()
 	for token, d := range rt.deferrals.keys {
-		if d.making == 0 && (d.seq <= rt.deferD.Key(token, now).Seen || now.Sub(d.at) > time.Minute) {
+		if !d.ahead(rt.deferD.Key(token, now).Seen) || d.making == 0 && now.Sub(d.at) > time.Minute {
 			delete(rt.deferrals.keys, token)
 		}
 	}
@@ -322,8 +326,7 @@ func (s *Shaper) connect() error {
 	}
 	// Async publishes (the NATS ingress's pipeline) give up after the
 	// admission timeout, like a synchronous Admit.
-	js, err := jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(ingressPipeline), jetstream.WithPublishAsyncTimeout(s.cfg.Timeout))
-	if s.js = js; err != nil {
+	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(ingressPipeline), jetstream.WithPublishAsyncTimeout(s.cfg.Timeout)); err != nil {
 		s.disconnect()
 		return fmt.Errorf("shaper: jetstream: %w", err)
 	}
@@ -367,7 +370,7 @@ func (s *Shaper) openPolicies(ctx context.Context) error {
 	}
 	s.leaseWG.Go(follow)
 	s.leaseWG.Go(func() { s.keepMembership(ctx, leases) })
-	s.leaseWG.Go(func() { s.sweepFull(ctx) })
+	s.leaseWG.Go(func() { s.sweepKeys(ctx) })
 	var first sync.WaitGroup
 	for name, rt := range s.runtimes {
 		first.Add(1)
@@ -458,10 +461,10 @@ func (s *Shaper) stopDrainers(ctx context.Context) {
 	wg.Wait()
 }
 
-// sweepFull forgets expired full-queue verdicts, and deferrals the
+// sweepKeys forgets expired full-queue verdicts, and deferrals the
 // deferred drainer has seen, of keys nobody submits to any more, until ctx
 // ends.
-func (s *Shaper) sweepFull(ctx context.Context) {
+func (s *Shaper) sweepKeys(ctx context.Context) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {

@@ -89,6 +89,10 @@ type ticket struct {
 	slow bool
 }
 
+// slowTicket is what check(…, false) returns for a submission to run
+// through submit instead.
+var slowTicket = &ticket{slow: true}
+
 // check runs everything before the queue: it returns a ticket, or the
 // final outcome with a nil ticket. With block false it does nothing that
 // waits on the network: a submission that needs the admission limiter or a
@@ -112,8 +116,8 @@ func (s *Shaper) check(ctx context.Context, sub submission, block bool) (*ticket
 	if len(sub.payload) > rt.q.MaxPayload() {
 		return nil, failed(http.StatusRequestEntityTooLarge, errTooLarge(rt.q.MaxPayload()))
 	}
-	if !block && p.Admit != nil && rt.admit.Load() != nil {
-		return &ticket{slow: true}, outcome{}
+	if !block && rt.limited(p) {
+		return slowTicket, outcome{}
 	}
 	if o, ok := s.admitLimit(ctx, rt, p, sub.key); !ok {
 		return nil, o
@@ -134,14 +138,14 @@ func (s *Shaper) check(ctx context.Context, sub submission, block bool) (*ticket
 	h.Set(queue.HeaderTrace, traceparent(sub.traceparent))
 	// No id yet: the queue names the job after where it stores it.
 	job := queue.Job{Dedupe: dedupeID(sub), Key: sub.key, Payload: sub.payload, Header: h}
-	t := &ticket{rt: rt, p: p, token: token, job: job, base: outcome{Policy: p.Name, Key: sub.key}, now: now, defers: defers}
 	if defers && rt.deferredAhead(token, now) {
 		// Deferred jobs of this key go first: a slot that frees is theirs.
 		if !block {
-			return &ticket{slow: true}, outcome{}
+			return slowTicket, outcome{}
 		}
 		return nil, s.deferJob(ctx, rt, p, token, job, now)
 	}
+	t := &ticket{rt: rt, p: p, token: token, job: job, base: outcome{Policy: p.Name, Key: sub.key}, now: now, defers: defers}
 	switch {
 	case known:
 		t.err = queue.ErrFull // JetStream said so, and no slot frees before then
@@ -151,7 +155,7 @@ func (s *Shaper) check(ctx context.Context, sub submission, block bool) (*ticket
 		t.err = queue.ErrFull
 	}
 	if t.err != nil && defers && !block {
-		return &ticket{slow: true}, outcome{}
+		return slowTicket, outcome{} // settle would defer it
 	}
 	return t, outcome{}
 }
