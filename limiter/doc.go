@@ -9,14 +9,18 @@
 //
 // # The algorithms
 //
-// Token bucket ([TokenBucket], [TokenBucketState]). A bucket of Burst
+// Each is named in policy files by its [Algorithm] value ([Algorithms]
+// lists them all): gcra, token_bucket, fixed_window, sliding_log and
+// sliding_window.
+//
+// Token bucket, token_bucket ([TokenBucket], [TokenBucketState]). A bucket of Burst
 // tokens (Count by default) refilled at Count per Period; each event takes
 // one. Two numbers per key (tokens, last refill), cheap, allows bursts up
 // to the bucket size after idleness while holding the long-run rate. It is
 // what Amazon (API Gateway throttling) and Stripe use for their APIs. Its
 // two parameters, rate and burst, are easy to state and hard to tune.
 //
-// Leaky bucket as a meter, GCRA ([GCRA], [GCRAState]). The generic cell
+// Leaky bucket as a meter, gcra ([GCRA], [GCRAState]). The generic cell
 // rate algorithm keeps one timestamp per key, the theoretical arrival time
 // of the next event: an event is admitted when that time is no further
 // ahead of now than Burst emission intervals (Period/Count). It behaves as
@@ -27,14 +31,14 @@
 // queue drained at a fixed rate; GCRA is how several processes can share
 // that pace.
 //
-// Fixed window counter ([FixedWindow], [FixedWindowState]). One counter
+// Fixed window counter, fixed_window ([FixedWindow], [FixedWindowState]). One counter
 // per key and window, windows aligned to multiples of Period since the
 // Unix epoch. The cheapest and easiest to explain, and its quota resets
 // at well-known instants; but a burst at the end of one window and another
 // at the start of the next let up to twice Count through within one
 // Period.
 //
-// Sliding window log ([SlidingLog], [SlidingLogState]). The timestamps of
+// Sliding window log, sliding_log ([SlidingLog], [SlidingLogState]). The timestamps of
 // the admitted events of the last Period (a sorted set in Redis); an event
 // is admitted when fewer than Count lie in (now−Period, now]. Exact at
 // every instant, with no boundary burst, at the price of memory and work
@@ -42,7 +46,7 @@
 // flood on one key does not grow its log, and the key recovers one event
 // at a time as old ones leave the window.
 //
-// Sliding window counter ([SlidingWindow], [SlidingWindowState]). Two
+// Sliding window counter, sliding_window ([SlidingWindow], [SlidingWindowState]). Two
 // counters per key, the current aligned window and the previous one; the
 // events of the last Period are estimated as the previous count weighted
 // by the share of the previous window still inside it, plus the current

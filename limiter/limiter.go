@@ -37,6 +37,10 @@ var (
 	ErrUnavailable = errors.New("limiter backend unavailable")
 )
 
+// Bursts reports whether a takes a Limit.Burst: the two buckets do (GCRA
+// and TokenBucket); the windows count whole events per window and do not.
+func (a Algorithm) Bursts() bool { return a == GCRA || a == TokenBucket }
+
 // ParseAlgorithm returns the Algorithm named s (case-insensitive, surrounding
 // space ignored), or an error wrapping ErrUnknownAlgorithm.
 func ParseAlgorithm(s string) (Algorithm, error) {
@@ -46,7 +50,11 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("parse algorithm %q: %w (want one of gcra, token_bucket, fixed_window, sliding_log, sliding_window)", s, ErrUnknownAlgorithm)
+	names := make([]string, len(Algorithms))
+	for i, known := range Algorithms {
+		names[i] = string(known)
+	}
+	return "", fmt.Errorf("parse algorithm %q: %w (want one of %s)", s, ErrUnknownAlgorithm, strings.Join(names, ", "))
 }
 
 // Limit is a rate limit: Count events per Period for each key. The zero
@@ -96,7 +104,7 @@ func (l Limit) capacity() int64 {
 // quota is the most events alg admits at once from a fresh key: the bucket
 // capacity for the buckets, Count for the windows.
 func (l Limit) quota(alg Algorithm) int64 {
-	if alg == GCRA || alg == TokenBucket {
+	if alg.Bursts() {
 		return l.capacity()
 	}
 	return l.Count

@@ -285,7 +285,8 @@ func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, ok bool) {
 				case "admit.shadow":
 					a.Shadow = boolean(key, v, flow)
 				case "admit.fail":
-					a.Fail, _ = str(key, v, flow)
+					fail, _ := str(key, v, flow)
+					a.Fail = Fail(fail)
 				}
 			}) {
 				pol.Admit = a

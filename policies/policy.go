@@ -13,6 +13,17 @@ const (
 	OverflowDefer Overflow = "defer"
 )
 
+// Fail says what an admission limit does when its backend (Redis) fails.
+type Fail string
+
+const (
+	// FailOpen admits within this shaper's local share of the limit (the
+	// limit divided by the live shapers) until the backend answers again.
+	FailOpen Fail = "open"
+	// FailClosed refuses: the submission is answered 503.
+	FailClosed Fail = "closed"
+)
+
 // Defaults applied by Parse and Set.With to fields a policy leaves out.
 const (
 	DefaultOverflow        = OverflowReject   // Policy.Overflow
@@ -22,7 +33,7 @@ const (
 	DefaultRetryBackoff    = time.Second      // Retry.Backoff
 	DefaultRetryMaxBackoff = time.Minute      // Retry.MaxBackoff
 	DefaultRetryDeadline   = 24 * time.Hour   // Retry.Deadline
-	DefaultAdmitFail       = "open"           // Admit.Fail
+	DefaultAdmitFail       = FailOpen         // Admit.Fail
 	// MaxNameLen bounds a policy name, which becomes part of stream names and subjects.
 	MaxNameLen = 64
 )
@@ -98,9 +109,10 @@ type Admit struct {
 	Burst int `json:"burst,omitempty"`
 	// Shadow only counts what would be rejected, and admits it.
 	Shadow bool `json:"shadow,omitempty"`
-	// Fail is what to do when the limiter backend (Redis) fails: "open" admits
-	// within this shaper's local share of the limit, "closed" rejects.
-	Fail string `json:"fail"`
+	// Fail is what to do when the limiter backend (Redis) fails: FailOpen
+	// admits within this shaper's local share of the limit, FailClosed
+	// rejects.
+	Fail Fail `json:"fail"`
 }
 
 // DeliverSubject returns the subject prefix deliveries of p go to: Deliver.Subject,

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/shaper-dev/shaper/limiter"
 )
 
 // Bounds on Policy.Queue.
@@ -19,12 +21,21 @@ const (
 // maxStreamLen is the longest JetStream stream name the server accepts.
 const maxStreamLen = 255
 
-// Admission algorithms, as named by the limiter package.
-var (
-	algorithms = []string{"gcra", "token_bucket", "fixed_window", "sliding_log", "sliding_window"}
-	// windowed algorithms count whole jobs per window and take no burst.
-	windowed = []string{"fixed_window", "sliding_log", "sliding_window"}
-)
+// algorithms are the names of the admission algorithms: the limiter
+// package's list, the one list there is.
+var algorithms = func() []string {
+	names := make([]string, len(limiter.Algorithms))
+	for i, a := range limiter.Algorithms {
+		names[i] = string(a)
+	}
+	return names
+}()
+
+// windowed reports whether the algorithm named name counts whole jobs per
+// window (and takes no burst).
+func windowed(name string) bool {
+	return slices.Contains(algorithms, name) && !limiter.Algorithm(name).Bursts()
+}
 
 // Validate reports whether p obeys the rules of the policy file format, as
 // an *Error (several joined with errors.Join) without a file position. Fields
@@ -123,16 +134,16 @@ func (p *Policy) validate() []*Error {
 			add("admit.limit", "missing: want a rate such as 600/m")
 		case err != nil:
 			add("admit.limit", "rate %s: %v", a.Limit, err)
-		case slices.Contains(windowed, a.Algorithm) && a.Limit.N != math.Trunc(a.Limit.N):
+		case windowed(a.Algorithm) && a.Limit.N != math.Trunc(a.Limit.N):
 			add("admit.limit", "rate %s: %s counts whole jobs per window: N must be a whole number", a.Limit, a.Algorithm)
 		}
 		if a.Burst < 0 {
 			add("admit.burst", "%d: want 0 or more", a.Burst)
-		} else if a.Burst > 0 && slices.Contains(windowed, a.Algorithm) {
-			add("admit.burst", "%s takes no burst: only gcra and token_bucket do", a.Algorithm)
+		} else if a.Burst > 0 && windowed(a.Algorithm) {
+			add("admit.burst", "%s takes no burst: only %s do", a.Algorithm, strings.Join(bursting(), " and "))
 		}
-		if a.Fail != "open" && a.Fail != "closed" {
-			add("admit.fail", `%q: want "open" or "closed"`, a.Fail)
+		if a.Fail != FailOpen && a.Fail != FailClosed {
+			add("admit.fail", "%q: want %q or %q", a.Fail, FailOpen, FailClosed)
 		}
 	}
 	return errs
@@ -243,4 +254,15 @@ func (p *Policy) fillDefaults(has func(field string) bool) {
 	if p.Admit != nil && unset("admit.fail", p.Admit.Fail == "") {
 		p.Admit.Fail = DefaultAdmitFail
 	}
+}
+
+// bursting lists the algorithms that take a burst.
+func bursting() []string {
+	var out []string
+	for _, a := range limiter.Algorithms {
+		if a.Bursts() {
+			out = append(out, string(a))
+		}
+	}
+	return out
 }
