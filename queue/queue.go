@@ -23,6 +23,9 @@ const (
 	HeaderEnqueuedAt = "Shaper-Enqueued-At"
 	HeaderAttempt    = "Shaper-Attempt"
 	HeaderTrace      = "traceparent"
+	// HeaderDeferrals counts the re-admission attempts a deferred job waited
+	// for; it is delivered with the job.
+	HeaderDeferrals = "Shaper-Deferrals"
 )
 
 // Defaults for the zero Config.

@@ -7,6 +7,9 @@ import (
 
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/internal/cluster"
+	"github.com/shaper-dev/shaper/shaper/internal/ingress"
+	"github.com/shaper-dev/shaper/shaper/internal/jobs"
 )
 
 // Defaults for the zero Config.
@@ -14,10 +17,13 @@ const (
 	DefaultHTTPAddr        = "127.0.0.1:8080"
 	DefaultNATSListen      = "127.0.0.1:4222"
 	DefaultDataDir         = "shaper-data"
-	DefaultSubmitSubject   = "shaper.submit"
+	DefaultSubmitSubject   = ingress.DefaultSubject
 	DefaultShutdownTimeout = 10 * time.Second
-	DefaultUnavailableWait = time.Second // Retry-After of a 503
-	DefaultIngressWorkers  = 256         // NATS submissions that block (admission limit, deferral) run at most this many at a time
+	// DefaultLeaseTTL is how long a policy's drain stays with a shaper that
+	// stopped renewing its lease (the failover time).
+	DefaultLeaseTTL = cluster.DefaultLeaseTTL
+	// DefaultJobTTL is how long GET /v1/jobs/{id} knows a job after its last change.
+	DefaultJobTTL = jobs.DefaultTTL
 )
 
 // Config configures a Shaper. Policies is required; every other field's zero
@@ -25,9 +31,6 @@ const (
 type Config struct {
 	// Policies is the policy set to serve.
 	Policies *policies.Set
-	// PolicyFile is where Policies came from, shown in status and used by
-	// Reload; may be empty.
-	PolicyFile string
 
 	// HTTPAddr is the HTTP listen address. Default DefaultHTTPAddr; ":0" picks a port.
 	HTTPAddr string
@@ -102,7 +105,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.InstanceID == "" {
-		c.InstanceID = defaultInstanceID(c.HTTPAddr)
+		c.InstanceID = cluster.DefaultInstance(c.HTTPAddr)
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL

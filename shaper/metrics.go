@@ -42,7 +42,7 @@ var metrics = []metric{
 
 // handleMetrics serves the policy figures in the Prometheus text format.
 func (s *Shaper) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	st := s.Status()
+	st := s.policies.status(r.Context())
 	var b strings.Builder
 	family := func(name, kind, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
@@ -53,15 +53,15 @@ func (s *Shaper) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(&b, "%s{policy=%q} %s\n", m.name, p.Name, strconv.FormatFloat(m.value(p), 'g', -1, 64))
 		}
 	}
-	if in := s.in.Load(); in != nil {
+	if in, ok := s.ingress.NATSStats(); ok {
 		for _, m := range []struct {
 			name, kind, help string
 			value            int64
 		}{
-			{"shaper_nats_ingress_pending", "gauge", "NATS submissions sent to JetStream and not yet answered.", in.queued.Load()},
-			{"shaper_nats_ingress_blocking", "gauge", "NATS submissions running on a goroutine of their own (admission limit, deferral).", in.running.Load()},
-			{"shaper_nats_ingress_backlog", "gauge", "NATS submissions received and not yet looked at.", in.backlog()},
-			{"shaper_nats_ingress_dropped_total", "counter", "NATS submissions dropped unanswered because the backlog was full (the producer's request times out).", in.dropped()},
+			{"shaper_nats_ingress_pending", "gauge", "NATS submissions sent to JetStream and not yet answered.", in.Pending},
+			{"shaper_nats_ingress_blocking", "gauge", "NATS submissions running on a goroutine of their own (admission limit, deferral).", in.Blocking},
+			{"shaper_nats_ingress_backlog", "gauge", "NATS submissions received and not yet looked at.", in.Backlog},
+			{"shaper_nats_ingress_dropped_total", "counter", "NATS submissions dropped unanswered because the backlog was full (the producer's request times out).", in.Dropped},
 		} {
 			family(m.name, m.kind, m.help)
 			fmt.Fprintf(&b, "%s %d\n", m.name, m.value)

@@ -1,11 +1,18 @@
 package shaper
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
-	"slices"
+	"time"
 
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper/internal/cluster"
+	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 )
 
 // PolicyStatus is a policy with its live figures, as GET /v1/policies shows it.
@@ -31,76 +38,143 @@ type PolicyStatus struct {
 	InFlight    int    `json:"in_flight"`       // deliveries in progress
 }
 
-// Status returns every policy with its live figures, sorted by name.
-func (s *Shaper) Status() []PolicyStatus {
-	s.mu.RLock()
-	names := make([]string, 0, len(s.runtimes))
-	for n := range s.runtimes {
-		names = append(names, n)
-	}
-	s.mu.RUnlock()
-	slices.Sort(names)
+// status returns every policy with its live figures, sorted by name.
+func (t *table) status(ctx context.Context) []PolicyStatus {
+	names := t.names()
 	out := make([]PolicyStatus, 0, len(names))
 	for _, n := range names {
-		if st, ok := s.policyStatus(n); ok {
+		if st, ok := t.policyStatus(ctx, n); ok {
 			out = append(out, st)
 		}
 	}
 	return out
 }
 
-func (s *Shaper) policyStatus(name string) (PolicyStatus, bool) {
-	rt := s.runtime(name)
-	if rt == nil {
+func (t *table) policyStatus(ctx context.Context, name string) (PolicyStatus, bool) {
+	line := t.line(name)
+	if line == nil {
 		return PolicyStatus{}, false
 	}
-	ds := rt.d.Stats()
-	return PolicyStatus{
-		Policy:      *rt.pol.Load(),
+	ds := line.drain.Stats()
+	c := line.gate.Counts()
+	st := PolicyStatus{
+		Policy:      *line.gate.Policy(),
 		Keys:        ds.Keys,
 		Queued:      ds.Queued,
-		Admitted:    rt.counter.admitted.Load(),
-		Duplicates:  rt.counter.duplicates.Load(),
-		Rejected:    rt.counter.rejected.Load(),
-		Unavailable: rt.counter.unavailable.Load(),
-		Limited:     rt.counter.limited.Load(),
-		Shadow:      rt.counter.shadowLimited.Load(),
-		LimiterErrs: rt.counter.limiterErrors.Load(),
-		Deferred:    rt.counter.deferred.Load(),
-		DeferQueued: rt.deferD.Stats().Queued,
-		Readmitted:  rt.counter.readmitted.Load(),
-		Dead:        s.deadCount(context.Background(), name),
+		Admitted:    c.Admitted,
+		Duplicates:  c.Duplicates,
+		Rejected:    c.Rejected,
+		Unavailable: c.Unavailable,
+		Limited:     c.Limited,
+		Shadow:      c.ShadowLimited,
+		LimiterErrs: c.LimiterErrors,
+		Deferred:    c.Deferred,
+		DeferQueued: line.deferDrain.Stats().Queued,
+		Readmitted:  c.Readmitted,
 		Delivered:   ds.Delivered,
 		Failed:      ds.Failed,
-		Override:    rt.override.Load(),
-		Draining:    rt.d.Active(),
+		Override:    line.override.Load(),
+		Draining:    line.drain.Active(),
 		InFlight:    ds.InFlight,
-	}, true
+	}
+	if t.deadCount != nil {
+		st.Dead = t.deadCount(ctx, name)
+	}
+	return st, true
 }
 
-func (s *Shaper) handlePolicies(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"policies": s.Status()})
+// routes adds the policy routes to mux:
+//
+//	GET    /v1/policies                  every policy with its live figures
+//	GET    /v1/policies/{name}           one policy
+//	PUT    /v1/policies/{name}           tune it live (JSON with the fields to change)
+//	DELETE /v1/policies/{name}/override  back to the policy file
+//
+// Overrides are stored in c, for every shaper.
+func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, log *slog.Logger) {
+	mux.HandleFunc("GET /v1/policies", func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": t.status(r.Context())})
+	})
+	mux.HandleFunc("GET /v1/policies/{name}", func(w http.ResponseWriter, r *http.Request) {
+		t.writeStatus(w, r, r.PathValue("name"))
+	})
+	mux.HandleFunc("PUT /v1/policies/{name}", func(w http.ResponseWriter, r *http.Request) {
+		t.handlePut(w, r, c, log)
+	})
+	mux.HandleFunc("DELETE /v1/policies/{name}/override", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		file, ok := t.file.Lookup(name)
+		if !ok || t.line(name) == nil {
+			httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(name))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if err := c.DeleteOverride(ctx, name); err != nil {
+			httpapi.Unavailable(w, "backend", err)
+			return
+		}
+		if err := t.apply(ctx, file, false, log); err != nil {
+			httpapi.Unavailable(w, "backend", err)
+			return
+		}
+		t.writeStatus(w, r, name)
+	})
 }
 
-func (s *Shaper) handlePolicy(w http.ResponseWriter, r *http.Request) {
-	st, ok := s.policyStatus(r.PathValue("name"))
+func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, name string) {
+	st, ok := t.policyStatus(r.Context(), name)
 	if !ok {
-		writeOutcome(w, failed(http.StatusNotFound, "unknown policy "+quote(r.PathValue("name"))))
+		httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(name))
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	httpapi.WriteJSON(w, http.StatusOK, st)
 }
 
-// Depths returns the jobs stored per key in the policy's queue, read from
-// JetStream (exact, but one request over every key: for tests and tools).
-func (s *Shaper) Depths(ctx context.Context, policy string) map[string]uint64 {
-	rt := s.runtime(policy)
-	if rt == nil {
-		return nil
+// handlePut serves PUT /v1/policies/{name}: the body is a JSON object with
+// the fields to change, as GET shows them ({"outflow": "10/s", "queue":
+// 50}). Bad input changes nothing and is answered 400.
+func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Cluster, log *slog.Logger) {
+	name := r.PathValue("name")
+	line := t.line(name)
+	if line == nil {
+		httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(name))
+		return
 	}
-	d, err := rt.q.Depths(ctx)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 	if err != nil {
-		return nil
+		httpapi.Error(w, http.StatusRequestEntityTooLarge, "policy body: "+err.Error())
+		return
 	}
-	return d
+	p := line.gate.Policy().Clone()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		httpapi.Error(w, http.StatusBadRequest, "policy "+httpapi.Quote(name)+": "+err.Error())
+		return
+	}
+	if p.Name != name {
+		httpapi.Error(w, http.StatusBadRequest, "policy "+httpapi.Quote(name)+": name cannot change")
+		return
+	}
+	p.Line = 0
+	if p, err = t.normalize(p); err != nil {
+		httpapi.Error(w, http.StatusBadRequest, "policy "+httpapi.Quote(name)+": "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := c.PutOverride(ctx, p); err != nil {
+		httpapi.Unavailable(w, "backend", err)
+		return
+	}
+	// Apply here at once as well: the watch brings it to the other shapers.
+	if err := t.apply(ctx, p, true, log); err != nil {
+		httpapi.Unavailable(w, "backend", err)
+		return
+	}
+	t.writeStatus(w, r, name)
 }
+
+// DeadLetter is one dead-lettered job as GET /v1/dead shows it.
+type DeadLetter = deadletter.Letter

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -52,7 +52,6 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			}
 			s, err := shaper.New(shaper.Config{
 				Policies:        set,
-				PolicyFile:      c.String("policies"),
 				HTTPAddr:        c.String("http"),
 				NATSURL:         c.String("nats-url"),
 				NATSListen:      c.String("nats-listen"),
@@ -67,7 +66,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				Logger:          log,
 			})
 			if err != nil {
-				return err
+				return withFlag(err)
 			}
 			go func() {
 				select {
@@ -78,13 +77,26 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				case <-time.After(time.Minute):
 				}
 			}()
-			if err := s.Run(c.Context); err != nil {
-				if _, statErr := os.Stat(c.String("data")); statErr != nil && c.String("nats-url") == "" {
-					log.Debug("data dir", "err", statErr)
-				}
-				return err
-			}
-			return nil
+			return withFlag(s.Run(c.Context))
 		},
 	}
+}
+
+// configFlags are the serve flags of shaper.Config's fields.
+var configFlags = map[string]string{
+	"HTTPAddr":   "--http",
+	"NATSURL":    "--nats-url",
+	"NATSListen": "--nats-listen",
+	"DataDir":    "--data",
+	"RedisURL":   "--redis-url",
+}
+
+// withFlag adds to an error in one of the shaper's settings the flag that
+// sets it.
+func withFlag(err error) error {
+	var ce *shaper.ConfigError
+	if errors.As(err, &ce) && configFlags[ce.Field] != "" {
+		return fmt.Errorf("%w (see %s)", err, configFlags[ce.Field])
+	}
+	return err
 }

@@ -1,0 +1,176 @@
+package shaper
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shaper-dev/shaper/shaper/internal/ingress"
+)
+
+// ConfigError is an error in one setting of a Config, named by its field
+// (HTTPAddr, NATSListen, DataDir, RedisURL…), so that a command line can
+// name its own flag for it.
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+// settingNames are ConfigError's words for the fields.
+var settingNames = map[string]string{
+	"HTTPAddr":   "HTTP address",
+	"NATSURL":    "NATS",
+	"NATSListen": "NATS listen address",
+	"DataDir":    "data directory",
+	"RedisURL":   "Redis URL",
+}
+
+func (e *ConfigError) Error() string {
+	name := settingNames[e.Field]
+	if name == "" {
+		name = e.Field
+	}
+	return "shaper: " + name + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// connect connects to NATS: to the embedded server it starts first, or to
+// Config.NATSURL.
+func (s *Shaper) connect() error {
+	opts := []nats.Option{
+		nats.Name("shaper"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				s.log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+		// A connection is closed for good (no more reconnects) when the
+		// server answers with an error nats.go does not recover from. A
+		// shaper without its connection can only answer 503: Run stops, so
+		// that whatever supervises the process starts it again.
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if s.serving.Load() {
+				select {
+				case s.lost <- cmp.Or(nc.LastError(), errors.New("closed")):
+				default:
+				}
+			}
+		}),
+	}
+	var err error
+	if s.cfg.NATSURL == "" {
+		if s.srv, err = startEmbedded(s.cfg.NATSListen, s.cfg.DataDir, s.cfg.MaxPayload); err != nil {
+			return err
+		}
+		opts = append(opts, nats.InProcessServer(s.srv))
+	} else {
+		opts = append(opts, nats.RetryOnFailedConnect(false))
+	}
+	s.nc, err = nats.Connect(s.cfg.NATSURL, opts...)
+	if err != nil {
+		s.disconnect()
+		return &ConfigError{Field: "NATSURL", Err: fmt.Errorf("connect to %s: %w", s.cfg.NATSURL, err)}
+	}
+	// Async publishes (the NATS ingress's pipeline) give up after the
+	// admission timeout, like a synchronous Admit.
+	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(ingress.PipelineDepth), jetstream.WithPublishAsyncTimeout(s.cfg.Timeout)); err != nil {
+		s.disconnect()
+		return fmt.Errorf("shaper: jetstream: %w", err)
+	}
+	return nil
+}
+
+func (s *Shaper) disconnect() {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+	}
+}
+
+// startEmbedded runs an in-process nats-server with JetStream storing in
+// dir, listening for outside clients on listen ("host:port", port -1 for any).
+func startEmbedded(listen, dir string, maxPayload int) (*server.Server, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: %w", listen, err)}
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: bad port", listen)}
+	}
+	store := filepath.Join(dir, "jetstream")
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		return nil, &ConfigError{Field: "DataDir", Err: err}
+	}
+	if f, err := os.CreateTemp(store, ".write-check-*"); err != nil {
+		return nil, &ConfigError{Field: "DataDir", Err: fmt.Errorf("%s is not writable: %w", dir, err)}
+	} else {
+		f.Close()
+		os.Remove(f.Name())
+	}
+	if port > 0 {
+		// The server reports a listen failure only through its log: try first.
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("the embedded NATS server cannot listen on %s: %w", listen, err)}
+		}
+		ln.Close()
+	}
+	opts := &server.Options{
+		ServerName: "shaper",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   store,
+		NoSigs:     true,
+		NoLog:      true,
+		// Room for the largest job plus its headers (the default is 1 MB).
+		MaxPayload: int32(max(maxPayload, 1<<20) + 64<<10),
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("shaper: embedded nats: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(15 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("shaper: embedded nats did not start on %s with its store in %s", listen, store)
+	}
+	return srv, nil
+}
+
+// connectRedis opens the Redis client for admission limits, or returns nil
+// when no Redis is configured. Redis being down at start is not fatal: each
+// limiter fails open or closed as its policy says until Redis answers.
+func connectRedis(url string) (redis.UniversalClient, error) {
+	if url == "" {
+		return nil, nil
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, &ConfigError{Field: "RedisURL", Err: err}
+	}
+	opts.ContextTimeoutEnabled = true // let the limiter's per-decision timeout cut a hung Redis short
+	opts.DialTimeout = 500 * time.Millisecond
+	opts.ReadTimeout = 200 * time.Millisecond
+	opts.WriteTimeout = 200 * time.Millisecond
+	return redis.NewClient(opts), nil
+}

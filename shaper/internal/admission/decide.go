@@ -1,0 +1,253 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shaper-dev/shaper/limiter"
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+)
+
+// verdict is what a Gate knows of a key before asking its store.
+type verdict uint8
+
+const (
+	// enter: try the store, which has the final word.
+	enter verdict = iota
+	// full: the key is known to be full; refused without asking the store.
+	full
+	// behind: the key has deferred jobs, and a fresh job of a defer policy
+	// queues behind them.
+	behind
+)
+
+// arrival says where a job comes from.
+type arrival uint8
+
+const (
+	fresh       arrival = iota // a submission
+	readmission                // a deferred job put back into its queue
+)
+
+// decide is the one answer to "may a job enter key token now?" before the
+// store is asked. Three things can say no:
+//
+//   - the store refused a job of the key before, and the drainer says no
+//     slot frees before now (the full-key cache, kept by refused);
+//   - for a fresh job of a defer policy, the key has deferred jobs: a slot
+//     that frees is theirs, so submission order holds (deferredAhead);
+//   - the drainer counts the key full where the store cannot enforce the
+//     size: a queue size lowered over live jobs (the store keeps the old,
+//     larger limit, since lowering it would purge jobs; enforced per shaper,
+//     not atomically), and a re-admission, which the draining shaper makes
+//     from its exact count.
+//
+// Otherwise the store decides, atomically: a refusal there is final.
+func (g *Gate) decide(p *policies.Policy, token string, now time.Time, from arrival) verdict {
+	if until, ok := g.full.Load(token); ok {
+		if now.Before(until.(time.Time)) {
+			return full
+		}
+		g.full.CompareAndDelete(token, until)
+	}
+	if from == fresh && p.Overflow == policies.OverflowDefer && g.deferredAhead(token, now) {
+		return behind
+	}
+	if (from == readmission || p.Queue < g.queue.Limit()) && g.drained.Key(token, now).Queued >= int64(p.Queue) {
+		return full
+	}
+	return enter
+}
+
+// refused records that the store refused a job of key token at now as
+// full. The draining shaper knows exactly when a slot frees: until then
+// the answer cannot change, and decide says full without asking again.
+func (g *Gate) refused(token string, now time.Time) {
+	if !g.drained.Active() {
+		return
+	}
+	if room := g.drained.Key(token, now).RoomIn; room > 0 {
+		g.full.Store(token, now.Add(room))
+	}
+}
+
+// Step says what a Reservation needs next.
+type Step uint8
+
+const (
+	// Decided: the decision is final (Reservation.Decision).
+	Decided Step = iota
+	// StoreJob: store Reservation.Job, then pass the store's answer to Settle.
+	StoreJob
+	// Block: deciding needs a call that may wait on the network (the
+	// admission limiter, a deferral): call Admit, from a goroutine that may
+	// block. Nothing has happened yet.
+	Block
+)
+
+// Reservation is a request that went through a Gate's checks: either
+// decided, or a job to store (Step says which).
+type Reservation struct {
+	Step     Step
+	Decision Decision  // when Decided
+	Job      queue.Job // when Store
+
+	p     *policies.Policy
+	token string
+	now   time.Time
+}
+
+// Reserve runs the checks of Admit that need no network at now: the
+// request's key and size, the admission limit (Block when there is one),
+// and the key's verdict. A StoreJob reservation's Job may be stored
+// asynchronously (queue.Queue.AdmitAsync); Settle turns the answer into the
+// Decision.
+func (g *Gate) Reserve(r Request, now time.Time) Reservation {
+	return g.reserve(context.Background(), r, now, false)
+}
+
+// Admit decides about r at now, storing the job when it may enter: the
+// whole admission of one job. It may block on the admission limiter, the
+// store and a deferral, each bounded by its own timeout.
+func (g *Gate) Admit(ctx context.Context, r Request, now time.Time) Decision {
+	res := g.reserve(ctx, r, now, true)
+	if res.Step != StoreJob {
+		return res.Decision
+	}
+	rec, err := g.queue.Admit(ctx, res.Job)
+	return g.Settle(ctx, &res, rec, err)
+}
+
+// reserve is Reserve, or with block the part of Admit before the store.
+// Without block it returns Block before any side effect where it would wait.
+func (g *Gate) reserve(ctx context.Context, r Request, now time.Time, block bool) Reservation {
+	p := g.policy.Load()
+	decided := func(d Decision) Reservation { return Reservation{Step: Decided, Decision: d} }
+	token, err := queue.EncodeKey(r.Key)
+	if err != nil {
+		return decided(Decision{Outcome: Invalid, Reason: err.Error(), Err: err})
+	}
+	if limit := g.queue.MaxPayload(); len(r.Payload) > limit {
+		err := fmt.Errorf("%w: at most %d bytes", queue.ErrTooLarge, limit)
+		return decided(Decision{Outcome: Invalid, Reason: err.Error(), Err: err})
+	}
+	if l := g.limiter.Load(); l != nil {
+		if !block {
+			return Reservation{Step: Block}
+		}
+		if d, ok := g.admitLimit(ctx, l, p, r.Key); !ok {
+			return decided(d)
+		}
+	}
+	res := Reservation{Step: StoreJob, p: p, token: token, now: now}
+	v := g.decide(p, token, now, fresh)
+	if v == full && p.Overflow != policies.OverflowDefer {
+		// A flood on a full key: answered without making a job at all.
+		g.counts.rejected.Add(1)
+		return decided(g.fullDecision(p, r.Key, token, now))
+	}
+	h := queue.JobHeader(r.Header)
+	// No id yet: the queue names the job after where it stores it.
+	res.Job = queue.Job{Dedupe: dedupeID(p.Name, r), Key: r.Key, Payload: r.Payload, Header: h}
+	if v == enter {
+		return res
+	}
+	// The key is full or has deferred jobs ahead, and the policy defers.
+	if !block {
+		return Reservation{Step: Block}
+	}
+	return decided(g.deferJob(ctx, p, token, res.Job, now))
+}
+
+// SettleBlocks reports whether Settle may block with the store's answer
+// err: a refusal of a defer policy's job defers it.
+func (r *Reservation) SettleBlocks(err error) bool {
+	return errors.Is(err, queue.ErrFull) && r.p.Overflow == policies.OverflowDefer
+}
+
+// Settle turns the store's answer to a StoreJob reservation (rec, or err) into
+// the Decision. For a defer policy whose key is full it defers the job,
+// which blocks (SettleBlocks).
+func (g *Gate) Settle(ctx context.Context, r *Reservation, rec queue.Receipt, err error) Decision {
+	p, token, now := r.p, r.token, r.now
+	switch {
+	case err == nil:
+		// No job record is needed: the id names where the job is stored.
+		if rec.Duplicate {
+			g.counts.duplicates.Add(1)
+		} else {
+			g.counts.admitted.Add(1)
+		}
+		return g.accepted(p, token, rec, now)
+	case errors.Is(err, queue.ErrFull):
+		g.refused(token, now)
+		if p.Overflow == policies.OverflowDefer {
+			return g.deferJob(ctx, p, token, r.Job, now)
+		}
+		g.counts.rejected.Add(1)
+		return g.fullDecision(p, r.Job.Key, token, now)
+	case errors.Is(err, queue.ErrTooLarge), errors.Is(err, queue.ErrBadKey):
+		return Decision{Outcome: Invalid, Reason: err.Error(), Err: err}
+	default:
+		g.counts.unavailable.Add(1)
+		g.log.Warn("admission failed", "err", err)
+		return unavailable("queue backend", err)
+	}
+}
+
+// unavailable is the decision when what (a part of the shaper behind
+// admission) failed with err.
+func unavailable(what string, err error) Decision {
+	return Decision{Outcome: Unavailable, RetryAfter: DefaultUnavailableWait, Reason: what + " unavailable: " + err.Error(), Err: err}
+}
+
+// accepted is the decision for a job stored at rec, with the key's depth
+// and the job's expected start from the drainer's view.
+func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now time.Time) Decision {
+	st := g.drained.Key(token, now)
+	queued, waiting := st.Queued, st.Waiting
+	if rec.Seq > st.Seen {
+		queued, waiting = queued+1, waiting+1 // the job, not yet seen by the drainer
+	}
+	queued = max(queued, 1)
+	interval := p.Outflow.Interval()
+	eta := st.NextIn + time.Duration(max(waiting-1, 0))*interval
+	return Decision{
+		Outcome:   Accepted,
+		ID:        rec.ID,
+		Duplicate: rec.Duplicate,
+		Queued:    queued,
+		ETA:       eta,
+		Limits: limiter.Result{
+			Allowed:   true,
+			Limit:     int64(p.Queue),
+			Remaining: max(int64(p.Queue)-queued, 0),
+			Reset:     eta + interval,
+		},
+		Window: time.Duration(p.Queue) * interval,
+	}
+}
+
+// fullDecision is the decision for a job refused because its key's queue
+// is full: come back when the key's next slot frees.
+func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time) Decision {
+	st := g.drained.Key(token, now)
+	interval := p.Outflow.Interval()
+	queued := max(st.Queued, int64(p.Queue))
+	return Decision{
+		Outcome:    Full,
+		Queued:     queued,
+		RetryAfter: max(st.RoomIn, time.Millisecond),
+		Limits: limiter.Result{
+			Limit:      int64(p.Queue),
+			RetryAfter: st.RoomIn,
+			Reset:      st.NextIn + time.Duration(queued)*interval,
+		},
+		Window: time.Duration(p.Queue) * interval,
+		Reason: "queue of key " + httpapi.Quote(key) + " is full",
+	}
+}

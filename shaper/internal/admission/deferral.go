@@ -1,0 +1,194 @@
+package admission
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+)
+
+// DeferredSize is how many deferred jobs a key of p may hold: ten queues'
+// worth, at least 1,000. Past it a defer policy answers Full without
+// keeping the job.
+func DeferredSize(p policies.Policy) int {
+	return min(max(10*p.Queue, 1000), 1_000_000)
+}
+
+// deferrals remembers, per key token, the deferrals this Gate is making or
+// made that the deferred drainer has not reported yet: in between, a fresh
+// submission must still queue behind them.
+type deferrals struct {
+	mu   sync.Mutex
+	keys map[string]*deferralState
+}
+
+type deferralState struct {
+	making int       // deferrals started and not yet stored (or failed)
+	seq    uint64    // the highest sequence stored
+	at     time.Time // when it was stored
+}
+
+// ahead reports whether d still holds fresh submissions back, given the
+// highest sequence of the key the deferred drainer has seen.
+func (d *deferralState) ahead(seen uint64) bool { return d.making > 0 || d.seq > seen }
+
+// deferredAhead reports whether key token has deferred jobs that a fresh
+// submission must queue behind: jobs the deferred drainer holds, or ones
+// this Gate is deferring or deferred that the drainer has not seen.
+func (g *Gate) deferredAhead(token string, now time.Time) bool {
+	st := g.deferDrained.Key(token, now)
+	if st.Queued > 0 {
+		return true
+	}
+	ds := &g.deferrals
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	d := ds.keys[token]
+	if d == nil {
+		return false
+	}
+	if d.ahead(st.Seen) {
+		return true
+	}
+	delete(ds.keys, token)
+	return false
+}
+
+// deferring records that a job of key token is being deferred; done
+// records where it was stored (0: nowhere).
+func (ds *deferrals) deferring(token string, now func() time.Time) (done func(seq uint64)) {
+	ds.mu.Lock()
+	if ds.keys == nil {
+		ds.keys = make(map[string]*deferralState)
+	}
+	d := ds.keys[token]
+	if d == nil {
+		d = &deferralState{}
+		ds.keys[token] = d
+	}
+	d.making++
+	ds.mu.Unlock()
+	return func(seq uint64) {
+		ds.mu.Lock()
+		defer ds.mu.Unlock()
+		d.making--
+		if seq > d.seq {
+			d.seq, d.at = seq, now()
+		}
+	}
+}
+
+// sweep forgets the deferrals the deferred drainer has seen (or that are so
+// old that its watch must have restarted past them: it reports every job).
+func (ds *deferrals) sweep(seen View, now time.Time) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	for token, d := range ds.keys {
+		if !d.ahead(seen.Key(token, now).Seen) || d.making == 0 && now.Sub(d.at) > time.Minute {
+			delete(ds.keys, token)
+		}
+	}
+}
+
+// deferJob keeps a job its key's full queue refused, and decides Deferred
+// with the job id and when it is expected to run.
+func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, job queue.Job, now time.Time) Decision {
+	// A deferred job keeps its id through re-admission: it is made here, the
+	// Idempotency-Key's (so a retry is stored once) or a new one.
+	job.ID = cmp.Or(job.Dedupe, nuid.Next())
+	done := g.deferrals.deferring(token, g.now)
+	rec, err := g.deferred.Admit(ctx, job)
+	done(rec.Seq) // 0 when nothing was stored; a duplicate's is the first job's
+	switch {
+	case err == nil:
+	case errors.Is(err, queue.ErrFull):
+		g.counts.rejected.Add(1)
+		d := g.fullDecision(p, job.Key, token, now)
+		d.Reason += "; its deferred jobs are at their limit too (" + strconv.Itoa(DeferredSize(*p)) + "), so this one is not kept"
+		return d
+	default:
+		g.counts.unavailable.Add(1)
+		g.log.Warn("deferral failed", "err", err)
+		return unavailable("queue backend", err)
+	}
+	if rec.Duplicate {
+		g.counts.duplicates.Add(1)
+	} else {
+		g.counts.deferred.Add(1)
+	}
+	main := g.drained.Key(token, now)
+	def := g.deferDrained.Key(token, now)
+	ahead := def.Queued
+	if rec.Seq > def.Seen {
+		ahead++ // this job, not yet seen by the deferred drainer
+	}
+	interval := p.Outflow.Interval()
+	eta := max(main.NextIn+time.Duration(main.Waiting+ahead-1)*interval, main.RoomIn)
+	if g.cfg.OnDefer != nil {
+		g.cfg.OnDefer(job.ID, job.Key, now.Add(eta))
+	}
+	d := g.fullDecision(p, job.Key, token, now)
+	d.Outcome, d.ID, d.Duplicate = Deferred, job.ID, rec.Duplicate
+	d.RetryAfter = max(eta, time.Millisecond)
+	d.ETA = d.RetryAfter
+	d.Limits.RetryAfter = eta
+	d.Reason = "queue of key " + httpapi.Quote(job.Key) + " is full: the job is deferred and will be re-admitted when there is room; do not resubmit"
+	return d
+}
+
+// Readmitter returns the sink of the deferred drainer: it "delivers" each
+// deferred job back into its key's queue, paced at the policy's outflow
+// rate, only when the key has room — so re-admission can never push a key
+// past its queue size or rate.
+func (g *Gate) Readmitter() drain.Sink { return readmitter{g} }
+
+type readmitter struct{ g *Gate }
+
+// Deliver implements drain.Sink: it gives up past the deadline, waits
+// (without counting an attempt) while the key's queue is known to be full,
+// and otherwise admits the job with its original id, so a re-admission
+// repeated after a crash is stored once.
+func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
+	g := r.g
+	p := g.policy.Load()
+	m := d.Msg
+	now := g.now()
+	if dl := p.Retry.Deadline; dl > 0 && now.After(m.EnqueuedAt.Add(dl)) {
+		return &drain.GiveUpError{Reason: drain.ReasonDeadline, Cause: fmt.Sprintf("deferred since %s, deadline %s", m.EnqueuedAt.UTC().Format(time.RFC3339), dl)}
+	}
+	if g.decide(p, m.Token, now, readmission) == full {
+		return &drain.RetryAfterError{After: g.roomIn(m.Token, now), Cause: "key's queue is full", NotAttempted: true}
+	}
+	h := queue.JobHeader(m.Header)
+	h.Set(queue.HeaderDeferrals, strconv.Itoa(m.Attempt-1))
+	_, err := g.queue.Admit(ctx, queue.Job{ID: m.ID, Key: m.Key, Payload: m.Payload, EnqueuedAt: m.EnqueuedAt, Header: h})
+	switch {
+	case err == nil:
+		g.counts.readmitted.Add(1)
+		if g.cfg.OnReadmit != nil {
+			g.cfg.OnReadmit(m.ID, m.Key, m.Attempt-1)
+		}
+		return nil
+	case errors.Is(err, queue.ErrFull):
+		now = g.now()
+		g.refused(m.Token, now)
+		return &drain.RetryAfterError{After: g.roomIn(m.Token, now), Cause: "key's queue is full"}
+	default:
+		return err
+	}
+}
+
+// roomIn is how long until a slot of key token frees, at least 1 ms.
+func (g *Gate) roomIn(token string, now time.Time) time.Duration {
+	return max(g.drained.Key(token, now).RoomIn, time.Millisecond)
+}

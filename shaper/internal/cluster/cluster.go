@@ -1,0 +1,267 @@
+// Package cluster is what shapers sharing one JetStream cluster agree on:
+// which shaper drains each policy (leases), how many shapers are alive
+// (membership), and the live policy overrides every shaper applies.
+//
+// All shapers admit jobs (the per-key limit is JetStream's, so it holds
+// globally), but each policy is drained by one shaper at a time, so that a
+// key's rate holds globally too: the one holding the policy's lease, an
+// entry in the SHAPER_LEASES key-value bucket that its holder renews every
+// LeaseTTL/3 and that expires LeaseTTL after the holder stops. A shaper
+// that fails to renew stops draining at once; another takes the lease over
+// when it has expired. A restarted shaper with the same instance id takes
+// its own lease back at once. Like every lease this is not a fence: two
+// shapers can briefly both deliver across a network partition, which
+// at-least-once delivery allows.
+//
+// Shapers count each other through member.<hash of id> entries in the same
+// bucket, renewed with the leases and expiring with them: while Redis is
+// lost, a fail-open admission limit enforces this shaper's share of it.
+//
+// Live policy changes are kept in the SHAPER_POLICIES bucket, which every
+// shaper watches and applies, and which outlives restarts.
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/policies"
+)
+
+const (
+	leaseBucket  = "SHAPER_LEASES"
+	policyBucket = "SHAPER_POLICIES"
+	// DefaultLeaseTTL is how long a policy's drain stays with a shaper that
+	// stopped renewing its lease (the failover time).
+	DefaultLeaseTTL = 6 * time.Second
+)
+
+// DefaultInstance names a shaper by its host and HTTP address.
+func DefaultInstance(httpAddr string) string {
+	host, _ := os.Hostname()
+	return host + "/" + httpAddr
+}
+
+// Config holds a Cluster's settings. Instance is required.
+type Config struct {
+	Instance string        // this shaper's name in leases and membership
+	LeaseTTL time.Duration // default DefaultLeaseTTL
+	Replicas int           // replicas of the buckets it creates
+	Logger   *slog.Logger
+}
+
+// Cluster is this shaper's membership of the cluster. Safe for concurrent use.
+type Cluster struct {
+	cfg       Config
+	log       *slog.Logger
+	leases    jetstream.KeyValue
+	overrides jetstream.KeyValue
+	shapers   atomic.Int64
+}
+
+// Open creates or binds the buckets of leases, membership and overrides.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, error) {
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger}
+	var err error
+	c.leases, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      leaseBucket,
+		Description: "which shaper drains each policy",
+		TTL:         cfg.LeaseTTL,
+		History:     1,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leases: %w", err)
+	}
+	c.overrides, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      policyBucket,
+		Description: "live policy overrides",
+		History:     5,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("policy overrides: %w", err)
+	}
+	return c, nil
+}
+
+// Shapers returns how many shapers are alive, at least 1.
+func (c *Cluster) Shapers() int64 { return max(c.shapers.Load(), 1) }
+
+func memberKey(instance string) string {
+	sum := sha256.Sum256([]byte(instance))
+	return "member." + hex.EncodeToString(sum[:8])
+}
+
+// KeepMembership renews this shaper's member entry and recounts the
+// shapers every LeaseTTL/3 until ctx ends, then withdraws.
+func (c *Cluster) KeepMembership(ctx context.Context) {
+	key := memberKey(c.cfg.Instance)
+	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
+		if _, err := c.leases.PutString(cctx, key, c.cfg.Instance); err == nil {
+			if l, err := c.leases.ListKeysFiltered(cctx, "member.*"); err == nil {
+				n := int64(0)
+				for range l.Keys() {
+					n++
+				}
+				if old := c.shapers.Swap(n); old != n && old != 0 {
+					c.log.Info("shapers on the cluster changed", "shapers", n)
+				}
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+			c.leases.Delete(dctx, key)
+			dcancel()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// HoldLease keeps trying to hold the drain lease of policy name until ctx
+// ends, calling held(true) when this shaper takes it and held(false) when
+// it loses it; on a graceful stop it hands the lease over at once. first
+// is called once the first attempt is over, so that a lone shaper drains
+// from the moment it is ready.
+func (c *Cluster) HoldLease(ctx context.Context, name string, held func(bool), first func()) {
+	var rev uint64
+	holding := false
+	set := func(on bool) {
+		if holding != on {
+			holding = on
+			held(on)
+			if on {
+				c.log.Info("draining policy", "policy", name, "instance", c.cfg.Instance)
+			} else {
+				c.log.Warn("stopped draining policy: lease lost", "policy", name, "instance", c.cfg.Instance)
+			}
+		}
+	}
+	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
+		var err error
+		if holding {
+			rev, err = c.leases.Update(cctx, name, []byte(c.cfg.Instance), rev)
+			if err != nil {
+				set(false)
+			}
+		} else {
+			rev, err = c.takeLease(cctx, name)
+			if err == nil {
+				set(true)
+			}
+		}
+		cancel()
+		if first != nil {
+			first()
+			first = nil
+		}
+		select {
+		case <-ctx.Done():
+			if holding {
+				dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+				c.leases.Delete(dctx, name, jetstream.LastRevision(rev))
+				dcancel()
+			}
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// takeLease creates the lease, or takes back one this instance held before
+// a restart.
+func (c *Cluster) takeLease(ctx context.Context, name string) (uint64, error) {
+	rev, err := c.leases.Create(ctx, name, []byte(c.cfg.Instance))
+	if err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+		return rev, err
+	}
+	e, err := c.leases.Get(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if string(e.Value()) != c.cfg.Instance {
+		return 0, jetstream.ErrKeyExists
+	}
+	return c.leases.Update(ctx, name, []byte(c.cfg.Instance), e.Revision())
+}
+
+// WatchOverrides calls apply with every override stored now (p nil: the
+// override was removed, back to the file), before it returns, and returns
+// a function that goes on applying changes until ctx ends. A bad stored
+// override is logged and skipped.
+func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p *policies.Policy)) (follow func(), err error) {
+	w, err := c.overrides.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch policy overrides: %w", err)
+	}
+	each := func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			apply(e.Key(), nil)
+			return
+		}
+		var p policies.Policy
+		if err := json.Unmarshal(e.Value(), &p); err != nil {
+			c.log.Error("bad policy override ignored", "policy", e.Key(), "err", err)
+			return
+		}
+		apply(e.Key(), &p)
+	}
+	for e := range w.Updates() {
+		if e == nil {
+			break // the initial values are in
+		}
+		each(e)
+	}
+	return func() {
+		defer w.Stop()
+		for e := range w.Updates() {
+			if e != nil {
+				each(e)
+			}
+		}
+	}, nil
+}
+
+// PutOverride stores p as the live version of its policy on every shaper.
+func (c *Cluster) PutOverride(ctx context.Context, p policies.Policy) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = c.overrides.Put(ctx, p.Name, b)
+	return err
+}
+
+// DeleteOverride takes policy name back to its policy file on every shaper.
+func (c *Cluster) DeleteOverride(ctx context.Context, name string) error {
+	err := c.overrides.Delete(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}

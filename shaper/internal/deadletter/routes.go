@@ -1,0 +1,276 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+	"github.com/shaper-dev/shaper/shaper/internal/jobs"
+)
+
+// Letter is one dead-lettered job as the API shows it.
+type Letter struct {
+	Seq      uint64    `json:"seq"`
+	Policy   string    `json:"policy"`
+	Key      string    `json:"key"`
+	ID       string    `json:"id"`
+	Reason   string    `json:"reason"`
+	From     From      `json:"from"`
+	At       time.Time `json:"at"`
+	Attempts int       `json:"attempts"`
+	History  []string  `json:"history"`
+	Size     int       `json:"size"`
+	Payload  *string   `json:"payload,omitempty"` // with show: the payload, when it is UTF-8 text
+	Bytes    []byte    `json:"payload_base64,omitempty"`
+
+	data []byte
+}
+
+// reasons are the reasons a job is dead-lettered with.
+var reasons = []string{drain.ReasonAttempts, drain.ReasonDeadline, drain.ReasonDelivery}
+
+// filter selects dead letters.
+type filter struct {
+	policy, key, reason string
+	limit               int
+}
+
+func (f filter) match(d Letter) bool {
+	return (f.key == "" || d.Key == f.key) && (f.reason == "" || d.Reason == f.reason)
+}
+
+// Routes adds the dead-letter routes to mux:
+//
+//	GET    /v1/dead?policy=&key=&reason=&limit=   dead letters
+//	GET    /v1/dead/{policy}/{seq}                one, with its payload
+//	POST   /v1/dead/replay?policy=&key=&reason=   submit them again
+//	DELETE /v1/dead?policy=&key=&reason=          purge them
+func (s *Store) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/dead", s.handleList)
+	mux.HandleFunc("GET /v1/dead/{policy}/{seq}", s.handleShow)
+	mux.HandleFunc("POST /v1/dead/replay", s.handleReplay)
+	mux.HandleFunc("DELETE /v1/dead", s.handlePurge)
+}
+
+// each walks the dead letters of f.policy (or every policy) in order and
+// calls fn for each match until fn returns false.
+func (s *Store) each(ctx context.Context, f filter, fn func(Letter) bool) error {
+	names := []string{f.policy}
+	if f.policy == "" {
+		names = s.cfg.Policies()
+	}
+	for _, name := range names {
+		stream, err := s.js.Stream(ctx, Stream(name))
+		if err != nil {
+			return err
+		}
+		if stream.CachedInfo().State.Msgs == 0 {
+			continue
+		}
+		cfg := jetstream.OrderedConsumerConfig{}
+		if f.key != "" {
+			tok, err := queue.EncodeKey(f.key)
+			if err != nil {
+				return err
+			}
+			cfg.FilterSubjects = []string{subject(name, tok)}
+		}
+		cons, err := s.js.OrderedConsumer(ctx, Stream(name), cfg)
+		if err != nil {
+			return err
+		}
+		for {
+			batch, err := cons.FetchNoWait(256)
+			if err != nil {
+				return err
+			}
+			n := 0
+			more := true
+			for m := range batch.Messages() {
+				n++
+				md, _ := m.Metadata()
+				d := decode(name, m.Headers(), m.Data(), md)
+				if f.match(d) && !fn(d) {
+					return nil
+				}
+				if md != nil && md.NumPending == 0 {
+					more = false
+				}
+			}
+			if batch.Error() != nil {
+				return batch.Error()
+			}
+			if n == 0 || !more {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func decode(policy string, h nats.Header, data []byte, md *jetstream.MsgMetadata) Letter {
+	d := Letter{Policy: policy, Key: h.Get(queue.HeaderKey), ID: h.Get(queue.HeaderJobID),
+		Reason: h.Get(HeaderReason), From: From(h.Get(HeaderFrom)), Size: len(data), data: data}
+	if md != nil {
+		d.Seq = md.Sequence.Stream
+	}
+	d.At, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderAt))
+	d.Attempts, _ = strconv.Atoi(h.Get(queue.HeaderAttempt))
+	json.Unmarshal([]byte(h.Get(HeaderHistory)), &d.History)
+	return d
+}
+
+func (s *Store) known(policy string) bool { return slices.Contains(s.cfg.Policies(), policy) }
+
+// handleList serves GET /v1/dead?policy=&key=&reason=&limit=.
+func (s *Store) handleList(w http.ResponseWriter, r *http.Request) {
+	out, ok := s.matching(w, r, 100)
+	if !ok {
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"dead": out})
+}
+
+// handleShow serves GET /v1/dead/{policy}/{seq}: one dead letter with its payload.
+func (s *Store) handleShow(w http.ResponseWriter, r *http.Request) {
+	policy := r.PathValue("policy")
+	if !s.known(policy) {
+		httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(policy))
+		return
+	}
+	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	if err != nil || seq == 0 {
+		httpapi.Error(w, http.StatusBadRequest, "bad sequence "+httpapi.Quote(r.PathValue("seq")))
+		return
+	}
+	stream, err := s.js.Stream(r.Context(), Stream(policy))
+	if err != nil {
+		httpapi.Unavailable(w, "backend", err)
+		return
+	}
+	raw, err := stream.GetMsg(r.Context(), seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		httpapi.Error(w, http.StatusNotFound, "no dead letter "+strconv.FormatUint(seq, 10)+" in policy "+httpapi.Quote(policy))
+		return
+	} else if err != nil {
+		httpapi.Unavailable(w, "backend", err)
+		return
+	}
+	d := decode(policy, raw.Header, raw.Data, nil)
+	d.Seq = raw.Sequence
+	if utf8.Valid(raw.Data) {
+		text := string(raw.Data)
+		d.Payload = &text
+	} else {
+		d.Bytes = raw.Data
+	}
+	httpapi.WriteJSON(w, http.StatusOK, d)
+}
+
+// handleReplay serves POST /v1/dead/replay?policy=&key=&reason=: each
+// matching dead letter is submitted again through the normal admission path
+// (as a new job id) and removed once that submission was kept (accepted, or
+// deferred).
+func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
+	s.apply(w, r, func(ctx context.Context, d Letter) (string, bool) {
+		id, kept := s.cfg.Replay(ctx, d.Policy, d.Key, d.data)
+		if kept {
+			s.cfg.Jobs.Put(jobs.Record{ID: d.ID, Policy: d.Policy, Key: d.Key, Status: jobs.Dead, Reason: d.Reason, LastError: "replayed as " + id})
+		}
+		return id, kept
+	})
+}
+
+// handlePurge serves DELETE /v1/dead?policy=&key=&reason=.
+func (s *Store) handlePurge(w http.ResponseWriter, r *http.Request) {
+	s.apply(w, r, func(context.Context, Letter) (string, bool) { return "", true })
+}
+
+// Result is what replay and purge say of each dead letter they matched.
+type Result struct {
+	Seq    uint64 `json:"seq"`
+	Policy string `json:"policy"`
+	ID     string `json:"id"`
+	NewID  string `json:"new_id,omitempty"`
+	Done   bool   `json:"done"`
+}
+
+// apply runs fn over the matching dead letters and deletes each one fn
+// says is done with.
+func (s *Store) apply(w http.ResponseWriter, r *http.Request, fn func(context.Context, Letter) (string, bool)) {
+	matched, ok := s.matching(w, r, 1<<30)
+	if !ok {
+		return
+	}
+	res := []Result{}
+	done := 0
+	for _, d := range matched {
+		newID, ok := fn(r.Context(), d)
+		if ok {
+			stream, err := s.js.Stream(r.Context(), Stream(d.Policy))
+			if err == nil {
+				err = stream.DeleteMsg(r.Context(), d.Seq)
+			}
+			if err != nil {
+				ok = false
+				s.log.Warn("dead letter not removed", "policy", d.Policy, "seq", d.Seq, "err", err)
+			}
+		}
+		if ok {
+			done++
+		}
+		res = append(res, Result{Seq: d.Seq, Policy: d.Policy, ID: d.ID, NewID: newID, Done: ok})
+	}
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"matched": len(matched), "done": done, "results": res})
+}
+
+// matching returns the dead letters matching the request's filter (policy,
+// key, reason; at most limit, by default defaultLimit), or answers the
+// request itself with what is wrong and returns false.
+func (s *Store) matching(w http.ResponseWriter, r *http.Request, defaultLimit int) ([]Letter, bool) {
+	q := r.URL.Query()
+	f := filter{policy: q.Get("policy"), key: q.Get("key"), reason: q.Get("reason"), limit: defaultLimit}
+	bad := func(code int, msg string) ([]Letter, bool) {
+		httpapi.Error(w, code, msg)
+		return nil, false
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return bad(http.StatusBadRequest, "limit "+httpapi.Quote(v)+": want a positive number")
+		}
+		f.limit = n
+	}
+	if f.policy != "" && !s.known(f.policy) {
+		return bad(http.StatusNotFound, "unknown policy "+httpapi.Quote(f.policy))
+	}
+	if f.reason != "" && !slices.Contains(reasons, f.reason) {
+		return bad(http.StatusBadRequest, "reason "+httpapi.Quote(f.reason)+": want attempts, deadline or delivery")
+	}
+	if f.key != "" {
+		if err := queue.CheckKey(f.key); err != nil {
+			return bad(http.StatusBadRequest, err.Error())
+		}
+	}
+	out := []Letter{}
+	err := s.each(r.Context(), f, func(d Letter) bool {
+		out = append(out, d)
+		return len(out) < f.limit
+	})
+	if err != nil {
+		httpapi.Unavailable(w, "backend", err)
+		return nil, false
+	}
+	return out, true
+}

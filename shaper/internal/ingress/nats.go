@@ -1,0 +1,255 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/internal/admission"
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+)
+
+// natsIngress takes submissions by NATS request on <subject>.<policy>.<key
+// token>, in a queue group so that several shapers share them.
+//
+// It is pipelined: the subscription's callback runs each submission through
+// its gate's Reserve and sends a job that may be stored to JetStream without
+// waiting (queue.AdmitAsync); one goroutine takes the answers in order,
+// settles them and replies. A stream of requests thus shares the
+// connection's writes and JetStream's acks, instead of a goroutine and a
+// round trip each. Submissions that must block (an admission limit held in
+// Redis, a deferral) run on their own goroutine, at most
+// Config.BlockingWorkers at a time.
+type natsIngress struct {
+	in      *Ingress
+	nc      *nats.Conn
+	root    string
+	sub     *nats.Subscription
+	pending chan pendingSubmit
+	queued  atomic.Int64  // submissions sent to pending and not yet answered
+	quit    chan struct{} // closed by stop: the goroutine replying to pending ends
+	slow    chan struct{} // semaphore of the blocking submissions
+	running atomic.Int64  // blocking submissions not yet answered
+}
+
+type pendingSubmit struct {
+	m   *nats.Msg
+	sub submission
+	g   *admission.Gate
+	res admission.Reservation
+	p   *queue.Pending
+}
+
+// pipelineDepth is how many submissions may wait for JetStream's answer at
+// once; the subscription buffers the rest.
+const pipelineDepth = 4096
+
+// PipelineDepth is the jetstream.WithPublishAsyncMaxPending the NATS
+// ingress needs of the JetStream its queues publish through.
+const PipelineDepth = pipelineDepth
+
+// backlogBytes bounds the submissions the subscription holds unread; past
+// it they are dropped unanswered (the producer's request times out).
+const backlogBytes = 256 << 20
+
+// Subscribe starts the NATS ingress on nc. The raw key may also come in the
+// Shaper-Key header (it must then encode to the subject's token).
+func (in *Ingress) Subscribe(nc *nats.Conn) error {
+	n := &natsIngress{
+		in:      in,
+		nc:      nc,
+		root:    in.cfg.Subject + ".",
+		pending: make(chan pendingSubmit, pipelineDepth),
+		quit:    make(chan struct{}),
+		slow:    make(chan struct{}, in.cfg.BlockingWorkers),
+	}
+	sub, err := nc.QueueSubscribe(n.root+">", "shaper", n.receive)
+	if err != nil {
+		return fmt.Errorf("subscribe %s>: %w", n.root, err)
+	}
+	sub.SetPendingLimits(-1, backlogBytes)
+	// Subscribe only queues the interest: make sure the server has it before
+	// the shaper says it is ready, or the first requests find no responders.
+	if err := nc.FlushTimeout(in.cfg.Timeout); err != nil {
+		sub.Unsubscribe()
+		return fmt.Errorf("subscribe %s>: %w", n.root, err)
+	}
+	n.sub = sub
+	in.nats = n
+	go n.reap()
+	return nil
+}
+
+// receive is the subscription's callback: one message at a time, in order.
+func (n *natsIngress) receive(m *nats.Msg) {
+	ctx := context.Background()
+	sub, a, ok := n.submission(m)
+	if !ok {
+		n.reply(m, a)
+		return
+	}
+	g, q, a, ok := n.in.gate(sub)
+	if !ok {
+		n.reply(m, a)
+		return
+	}
+	res := g.Reserve(sub.request(), time.Now())
+	switch res.Step {
+	case admission.Decided:
+		n.reply(m, answerOf(sub, res.Decision))
+	case admission.Block:
+		n.block(m, func() answer { return n.in.submit(ctx, sub) })
+	default: // StoreJob
+		ps := pendingSubmit{m: m, sub: sub, g: g, res: res, p: q.AdmitAsync(res.Job)}
+		n.queued.Add(1)
+		select {
+		case n.pending <- ps:
+		case <-n.quit: // the replying goroutine is gone (shutdown): answer here
+			n.queued.Add(-1)
+			n.settle(ctx, ps)
+		}
+	}
+}
+
+// reap replies to the pipelined submissions as JetStream answers them.
+func (n *natsIngress) reap() {
+	ctx := context.Background()
+	for {
+		var ps pendingSubmit
+		select {
+		case ps = <-n.pending:
+		case <-n.quit:
+			return
+		}
+		n.settle(ctx, ps)
+		n.queued.Add(-1)
+	}
+}
+
+// settle waits for JetStream's answer to ps and replies with the decision,
+// on a goroutine of its own when settling blocks (a deferral).
+func (n *natsIngress) settle(ctx context.Context, ps pendingSubmit) {
+	rec, err := ps.p.Wait()
+	answer := func() answer { return answerOf(ps.sub, ps.g.Settle(ctx, &ps.res, rec, err)) }
+	if ps.res.SettleBlocks(err) {
+		n.block(ps.m, answer)
+		return
+	}
+	n.reply(ps.m, answer())
+}
+
+// block runs answer on a goroutine of its own (it may wait on the network)
+// and replies with what it returns.
+func (n *natsIngress) block(m *nats.Msg, answer func() answer) {
+	n.slow <- struct{}{}
+	n.running.Add(1)
+	go func() {
+		defer func() {
+			n.running.Add(-1)
+			<-n.slow
+		}()
+		n.reply(m, answer())
+	}()
+}
+
+func (n *natsIngress) reply(m *nats.Msg, a answer) {
+	if m.Reply == "" {
+		return
+	}
+	if a.Status == "" {
+		a.Status = statusError
+	}
+	b, _ := json.Marshal(a)
+	if err := m.Respond(b); err != nil {
+		n.in.log.Debug("nats ingress reply", "err", err)
+	}
+}
+
+// stop stops taking submissions and waits, at most until ctx ends, for the
+// ones taken to be answered. With the connection down it does not wait for
+// the subscription to drain (that needs the server); the pipeline still
+// empties within the admission timeout, as JetStream's answers time out.
+func (n *natsIngress) stop(ctx context.Context) {
+	wait := func(done func() bool, what string) {
+		for !done() {
+			select {
+			case <-ctx.Done():
+				n.in.log.Warn("nats ingress: " + what + " at shutdown")
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	if n.nc.Status() == nats.CONNECTED {
+		if err := n.sub.Drain(); err != nil {
+			n.in.log.Warn("nats ingress drain", "err", err)
+		}
+		wait(func() bool { return !n.sub.IsValid() || n.nc.Status() != nats.CONNECTED }, "submissions still arriving")
+	} else {
+		n.sub.Unsubscribe()
+	}
+	wait(func() bool { return n.queued.Load() == 0 }, "JetStream answers still missing")
+	close(n.quit)
+	wait(func() bool { return n.running.Load() == 0 }, "blocking submissions still running")
+}
+
+// Stop stops the NATS ingress (if it was subscribed): no new submissions,
+// and those taken are answered, waiting at most until ctx ends.
+func (in *Ingress) Stop(ctx context.Context) {
+	if in.nats != nil {
+		in.nats.stop(ctx)
+	}
+}
+
+// NATSStats are the NATS ingress's figures.
+type NATSStats struct {
+	Pending  int64 // submissions sent to JetStream and not yet answered
+	Blocking int64 // submissions running on a goroutine of their own
+	Backlog  int64 // submissions received and not yet looked at
+	Dropped  int64 // submissions dropped unanswered, the backlog being full
+}
+
+// NATSStats returns the NATS ingress's figures; ok false before Subscribe.
+func (in *Ingress) NATSStats() (NATSStats, bool) {
+	n := in.nats
+	if n == nil {
+		return NATSStats{}, false
+	}
+	backlog, _, _ := n.sub.Pending()
+	dropped, _ := n.sub.Dropped()
+	return NATSStats{Pending: n.queued.Load(), Blocking: n.running.Load(), Backlog: int64(max(backlog, 0)), Dropped: int64(max(dropped, 0))}, true
+}
+
+// submission reads a NATS submission: policy and key from the subject (or
+// the key from Shaper-Key), payload, Idempotency-Key and traceparent.
+func (n *natsIngress) submission(m *nats.Msg) (submission, answer, bool) {
+	rest := strings.TrimPrefix(m.Subject, n.root)
+	policy, token, ok := strings.Cut(rest, ".")
+	if !ok || token == "" || strings.Contains(token, ".") {
+		return submission{}, failed(400, "bad subject "+httpapi.Quote(m.Subject)+": want "+n.root+"<policy>.<key>"), false
+	}
+	key := m.Header.Get(queue.HeaderKey)
+	if key == "" {
+		var err error
+		if key, err = queue.DecodeKey(token); err != nil {
+			return submission{}, failed(400, err.Error()), false
+		}
+	} else if enc, err := queue.EncodeKey(key); err != nil {
+		return submission{}, failed(400, err.Error()), false
+	} else if enc != token {
+		return submission{}, failed(400, "Shaper-Key header does not match the subject's key token "+httpapi.Quote(token)+" (want "+httpapi.Quote(enc)+")"), false
+	}
+	return submission{
+		policy:      policy,
+		key:         key,
+		payload:     m.Data,
+		idempotency: m.Header.Get("Idempotency-Key"),
+		traceparent: m.Header.Get(queue.HeaderTrace),
+	}, answer{}, true
+}

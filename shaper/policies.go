@@ -1,0 +1,192 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/internal/admission"
+)
+
+// table is the policies a Shaper serves and the pipeline of each. The set
+// of policies is fixed at start (the file's); each policy's live version
+// may differ from the file's by an override (live tuning). Safe for
+// concurrent use once opened.
+//
+// Live tuning (PUT /v1/policies/{name}) changes a policy while the shaper
+// runs; the change is kept as an override in the cluster's bucket, which
+// every shaper watches and applies, and which outlives restarts. DELETE
+// /v1/policies/{name}/override returns the policy to its file. What can
+// change: outflow and total (from each key's next slot), queue (a larger
+// size at once; a smaller one is enforced by admission, since shrinking the
+// stream's limit over live jobs would purge them), overflow, retry and
+// admit. Where jobs are delivered cannot change while running.
+type table struct {
+	file *policies.Set // as the policy file says
+
+	mu    sync.RWMutex
+	live  *policies.Set        // the file with the overrides applied
+	lines map[string]*pipeline // written only while opening
+
+	// deadCount returns how many dead letters a policy has; set with the routes.
+	deadCount func(ctx context.Context, policy string) uint64
+}
+
+func newTable(file *policies.Set) *table {
+	return &table{file: file, live: file, lines: make(map[string]*pipeline)}
+}
+
+// add makes line the pipeline of policy name (while opening).
+func (t *table) add(name string, line *pipeline) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines[name] = line
+}
+
+// line returns the pipeline of the named policy, or nil.
+func (t *table) line(name string) *pipeline {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.lines[name]
+}
+
+// gate returns the admission gate and queue of the named policy, nil for
+// an unknown one (ingress.Config.Gate).
+func (t *table) gate(name string) (*admission.Gate, *queue.Queue) {
+	if line := t.line(name); line != nil {
+		return line.gate, line.queue
+	}
+	return nil, nil
+}
+
+// names returns the names of the policies served, sorted.
+func (t *table) names() []string {
+	t.mu.RLock()
+	names := make([]string, 0, len(t.lines))
+	for n := range t.lines {
+		names = append(names, n)
+	}
+	t.mu.RUnlock()
+	slices.Sort(names)
+	return names
+}
+
+// queueOf returns the policy and queue whose stream made job id, and the
+// job's sequence (jobs.Finder).
+func (t *table) queueOf(id string) (string, *queue.Queue, uint64, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for name, line := range t.lines {
+		if seq, ok := line.queue.SeqOf(id); ok {
+			return name, line.queue, seq, true
+		}
+	}
+	return "", nil, 0, false
+}
+
+// override applies a stored override of policy name, or takes the policy
+// back to its file when p is nil. An override of a policy this shaper's
+// file does not have is ignored.
+func (t *table) override(ctx context.Context, name string, p *policies.Policy, log *slog.Logger) error {
+	if t.line(name) == nil {
+		return nil
+	}
+	if p == nil {
+		file, ok := t.file.Lookup(name)
+		if !ok {
+			return nil
+		}
+		return t.apply(ctx, file, false, log)
+	}
+	return t.apply(ctx, *p, true, log)
+}
+
+// normalize checks that p may replace the live version of its policy and
+// returns it with its defaults filled in, validated as the policy file
+// would be.
+func (t *table) normalize(p policies.Policy) (policies.Policy, error) {
+	line := t.line(p.Name)
+	if line == nil {
+		return p, fmt.Errorf("unknown policy %q", p.Name)
+	}
+	if !reflect.DeepEqual(line.gate.Policy().Deliver, p.Deliver) {
+		return p, errors.New("deliver cannot change while running: edit the policy file and restart")
+	}
+	t.mu.RLock()
+	next, err := t.live.With(p)
+	t.mu.RUnlock()
+	if err != nil {
+		return p, err
+	}
+	p, _ = next.Lookup(p.Name)
+	return p, nil
+}
+
+// apply makes p the live version of its policy on this shaper.
+func (t *table) apply(ctx context.Context, p policies.Policy, override bool, log *slog.Logger) error {
+	p, err := t.normalize(p)
+	if err != nil {
+		return err
+	}
+	line := t.line(p.Name)
+	old := line.gate.Policy()
+	if err := line.queue.Resize(ctx, p.Queue); err != nil {
+		return err
+	}
+	if err := line.deferQueue.Resize(ctx, admission.DeferredSize(p)); err != nil {
+		return err
+	}
+	if err := line.gate.SetPolicy(p); err != nil {
+		return err
+	}
+	line.override.Store(override)
+	line.drain.SetPolicy(p)
+	line.deferDrain.SetPolicy(p)
+	t.mu.Lock()
+	t.live, _ = t.live.With(p)
+	t.mu.Unlock()
+	if !reflect.DeepEqual(*old, p) {
+		log.Info("policy changed", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue,
+			"overflow", p.Overflow, "total", p.Total.String(), "override", override)
+	}
+	return nil
+}
+
+// sweep has every gate forget what it no longer needs about idle keys,
+// every 10 s until ctx ends.
+func (t *table) sweep(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for _, name := range t.names() {
+				t.line(name).gate.Sweep(now)
+			}
+		}
+	}
+}
+
+// stop stops every pipeline (see pipeline.stop), at once.
+func (t *table) stop(ctx context.Context, log *slog.Logger) {
+	t.mu.RLock()
+	lines := make([]*pipeline, 0, len(t.lines))
+	for _, line := range t.lines {
+		lines = append(lines, line)
+	}
+	t.mu.RUnlock()
+	var wg sync.WaitGroup
+	for _, line := range lines {
+		wg.Go(func() { line.stop(ctx, log) })
+	}
+	wg.Wait()
+}

@@ -1,0 +1,262 @@
+package shaper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper/internal/cluster"
+	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
+	"github.com/shaper-dev/shaper/shaper/internal/ingress"
+	"github.com/shaper-dev/shaper/shaper/internal/jobs"
+)
+
+// Shaper is the service: HTTP and NATS ingress in front of one bounded queue
+// and one drainer per policy. Create it with New and run it with Run. Its
+// methods are safe for concurrent use.
+//
+// A Shaper only wires its parts, each of which owns its state and its
+// routes: the policy table (policies.go: the pipelines, live tuning and
+// status), the admission gates, the ingress, the dead letters, the job
+// records and the cluster membership (leases, overrides).
+type Shaper struct {
+	cfg Config
+	log *slog.Logger
+
+	policies *table
+	ingress  *ingress.Ingress
+	jobs     *jobs.Store
+	dead     *deadletter.Store
+	cluster  *cluster.Cluster
+
+	srv  *server.Server        // embedded JetStream, nil with an external one
+	nc   *nats.Conn            // nil until Run connects
+	js   jetstream.JetStream   // nil until Run connects
+	rdb  redis.UniversalClient // admission limiter state, nil without Redis
+	lost chan error            // the NATS connection closed for good while serving
+
+	httpAddr   atomic.Value // string, once listening
+	ready      chan struct{}
+	serving    atomic.Bool
+	started    time.Time
+	background sync.WaitGroup // leases, membership, overrides, sweeps
+}
+
+// New checks cfg and returns a Shaper ready to Run. It does no I/O.
+func New(cfg Config) (*Shaper, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {
+		return nil, &ConfigError{Field: "HTTPAddr", Err: fmt.Errorf("%q: %w", cfg.HTTPAddr, err)}
+	}
+	s := &Shaper{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		policies: newTable(cfg.Policies),
+		ready:    make(chan struct{}),
+		lost:     make(chan error, 1),
+	}
+	s.ingress = ingress.New(ingress.Config{
+		Gate:    s.policies.gate,
+		Serving: s.serving.Load,
+		Subject: cfg.SubmitSubject,
+		Timeout: cfg.Timeout,
+		Logger:  cfg.Logger,
+	})
+	return s, nil
+}
+
+// Ready is closed once the Shaper accepts jobs.
+func (s *Shaper) Ready() <-chan struct{} { return s.ready }
+
+// HTTPAddr returns the address the HTTP server listens on, once Ready.
+func (s *Shaper) HTTPAddr() string {
+	a, _ := s.httpAddr.Load().(string)
+	return a
+}
+
+// NATSURL returns the URL outside clients reach JetStream at, once Ready.
+func (s *Shaper) NATSURL() string {
+	if s.srv != nil {
+		return s.srv.ClientURL()
+	}
+	return s.cfg.NATSURL
+}
+
+// Status returns every policy with its live figures, sorted by name.
+func (s *Shaper) Status() []PolicyStatus { return s.policies.status(context.Background()) }
+
+// Depths returns the jobs stored per key in the policy's queue, read from
+// JetStream (exact, but one request over every key: for tests and tools).
+func (s *Shaper) Depths(ctx context.Context, policy string) map[string]uint64 {
+	line := s.policies.line(policy)
+	if line == nil {
+		return nil
+	}
+	d, err := line.queue.Depths(ctx)
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
+// Run starts the Shaper and serves until ctx ends, then shuts down
+// gracefully: it stops admitting, finishes the deliveries in flight and
+// leaves queued jobs in JetStream. It returns an error when it cannot start.
+func (s *Shaper) Run(ctx context.Context) error {
+	s.started = time.Now()
+	// Take the HTTP address first: a taken port must not cost a start-up
+	// that drains a moment and then gives up.
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return &ConfigError{Field: "HTTPAddr", Err: fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)}
+	}
+	defer ln.Close()
+	if err := s.connect(); err != nil {
+		return err
+	}
+	defer s.disconnect()
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	// abort undoes a start-up that got as far as the drainers and leases.
+	abort := func(err error) error {
+		s.policies.stop(context.Background(), s.log)
+		cancel()
+		s.background.Wait()
+		return err
+	}
+	if s.rdb, err = connectRedis(s.cfg.RedisURL); err != nil {
+		return err
+	}
+	if s.rdb != nil {
+		defer s.rdb.Close()
+		if err := s.rdb.Ping(runCtx).Err(); err != nil {
+			s.log.Warn("redis unreachable at start: admission limits fail open or closed per policy until it answers", "err", err)
+		}
+	}
+	if err := s.open(runCtx); err != nil {
+		return abort(err)
+	}
+
+	s.httpAddr.Store(ln.Addr().String())
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute, // a job body that trickles in for longer is cut off
+		IdleTimeout:       2 * time.Minute,
+	}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- hs.Serve(ln) }()
+
+	if err := s.ingress.Subscribe(s.nc); err != nil {
+		hs.Close()
+		return abort(fmt.Errorf("shaper: nats ingress: %w", err))
+	}
+	s.serving.Store(true)
+	close(s.ready)
+	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.policies.names()))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-httpDone:
+		s.log.Error("http server stopped", "err", err)
+	case err := <-s.lost:
+		s.log.Error("nats connection closed for good: stopping; start the shaper again", "err", err)
+		runErr = fmt.Errorf("shaper: nats connection closed: %w", err)
+	}
+
+	// Graceful shutdown: stop admitting, let deliveries in flight end. The
+	// HTTP server and the drain each get the whole budget, at the same time:
+	// an idle keep-alive connection must not hold the drain up.
+	s.serving.Store(false)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		ictx, icancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer icancel()
+		s.ingress.Stop(ictx)
+	})
+	wg.Go(func() {
+		hctx, hcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer hcancel()
+		if err := hs.Shutdown(hctx); err != nil {
+			s.log.Warn("http shutdown", "err", err)
+			hs.Close()
+		}
+	})
+	dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer dcancel()
+	s.policies.stop(dctx, s.log)
+	cancel() // release the drain leases
+	s.background.Wait()
+	wg.Wait()
+	s.log.Info("shaper stopped")
+	return runErr
+}
+
+// open opens the job records, the cluster's buckets, every policy's
+// pipeline and dead letters, applies the stored overrides and starts the
+// leases; on an error the caller stops what was started (Run's abort).
+func (s *Shaper) open(ctx context.Context) error {
+	var err error
+	if s.jobs, err = jobs.Open(ctx, s.js, s.cfg.JobTTL, s.cfg.Replicas, s.log); err != nil {
+		return fmt.Errorf("shaper: %w", err)
+	}
+	s.cluster, err = cluster.Open(ctx, s.js, cluster.Config{
+		Instance: s.cfg.InstanceID,
+		LeaseTTL: s.cfg.LeaseTTL,
+		Replicas: s.cfg.Replicas,
+		Logger:   s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("shaper: %w", err)
+	}
+	s.dead = deadletter.New(s.js, deadletter.Config{
+		Replicas:   s.cfg.Replicas,
+		MaxPayload: s.cfg.MaxPayload,
+		Logger:     s.log,
+		Jobs:       s.jobs,
+		Policies:   s.policies.names,
+		Replay:     s.ingress.Submit,
+	})
+	s.policies.deadCount = s.dead.Count
+	for _, p := range s.cfg.Policies.Policies() {
+		line, err := s.openPipeline(ctx, p)
+		if err != nil {
+			return fmt.Errorf("shaper: policy %q: %w", p.Name, err)
+		}
+		s.policies.add(p.Name, line)
+	}
+	follow, err := s.cluster.WatchOverrides(ctx, func(name string, p *policies.Policy) {
+		if err := s.policies.override(ctx, name, p, s.log); err != nil {
+			s.log.Error("policy override not applied", "policy", name, "err", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("shaper: %w", err)
+	}
+	s.background.Go(follow)
+	s.background.Go(func() { s.cluster.KeepMembership(ctx) })
+	s.background.Go(func() { s.policies.sweep(ctx) })
+	var first sync.WaitGroup
+	for name, line := range s.policies.lines {
+		first.Add(1)
+		s.background.Go(func() { s.cluster.HoldLease(ctx, name, line.setActive, first.Done) })
+	}
+	first.Wait()
+	return nil
+}
