@@ -29,7 +29,7 @@ const deferPolicy = `policies:
 // whose policy defers overflow, so that most jobs are answered 429 with
 // "deferred": true, kills the shaper with SIGKILL while jobs are still
 // deferred, restarts it on the same data directory and ports, and checks
-// that every job answered 202 or deferred is delivered (DESIGN.md: a
+// that every job answered 202 or deferred is delivered (docs/architecture.md: a
 // deferred job is never lost), with about one duplicate per key at most, and
 // that GET /v1/jobs/{id} follows a deferred job from "deferred" to
 // "delivered".

@@ -3,7 +3,7 @@
 // processes on 127.0.0.1 with free ports and temporary directories, and kill
 // whatever they started when a test ends, also when it fails.
 //
-// The tests cover the guarantees in DESIGN.md that only real processes can
+// The tests cover the guarantees in docs/architecture.md that only real processes can
 // show: a job answered 202 survives kill -9 of the shaper (TestKill9Restart)
 // and the loss of a node of a 3-node JetStream cluster (TestClusterNodeLoss),
 // per-key queue limits hold across that failover, a graceful shutdown

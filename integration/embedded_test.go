@@ -83,7 +83,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // TestKill9Restart kills an embedded-JetStream shaper with SIGKILL while it
 // drains, restarts it on the same data directory and ports, and checks that
-// every job answered 202 is delivered (DESIGN.md: at least once, also across
+// every job answered 202 is delivered (docs/architecture.md: at least once, also across
 // kill -9), with at most a couple of duplicates per key.
 func TestKill9Restart(t *testing.T) {
 	needBinaries(t)

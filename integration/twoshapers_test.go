@@ -39,7 +39,7 @@ const twoShaperPolicies = `policies:
 
 // TestTwoShapersOnCluster runs two shaper processes on one 3-node JetStream
 // cluster with R3 streams and one Redis, and checks the guarantees that
-// must hold globally (DESIGN.md): a key's queue limit and outflow rate hold
+// must hold globally (docs/architecture.md, "Guarantees"): a key's queue limit and outflow rate hold
 // over both shapers (only the holder of the policy's drain lease drains),
 // admission limits are shared through Redis; when the draining shaper is
 // killed with SIGKILL the other takes the drain over within the lease TTL

@@ -78,7 +78,8 @@ var (
 	admitFields   = []string{"algorithm", "limit", "burst", "shadow", "fail"}
 )
 
-// file_ walks the root node of a policy file.
+// parseFile walks the root node of a policy file and returns its policies,
+// nil when the file has none to give (the errors say why).
 func (p *parser) parseFile(root *yaml.Node) *Set {
 	root = deref(root)
 	if root == nil {

@@ -7,52 +7,41 @@
 //
 // # What a Shaper runs
 //
-// For each policy: a bounded queue (queue.Queue, one JetStream stream, one
-// subject per key), a Drainer delivering each key at the policy's outflow
-// rate, a deferred stream with a second Drainer that re-admits deferred jobs,
-// a dead-letter stream, and an optional admission limiter (memory, or Redis
-// with Config.RedisURL). Ingress is HTTP (Handler: POST
-// /v1/jobs/{policy}/{key} and the operator API) and NATS requests on
-// <Config.SubmitSubject>.<policy>.<key token>, in a queue group. The NATS
-// ingress is pipelined: jobs are sent to JetStream without waiting one by
-// one, and the answers go back as JetStream acknowledges them (ingress.go).
+// For each policy a pipeline: a bounded queue (queue.Queue, one JetStream
+// stream, one subject per key), a Drainer delivering each key at the
+// policy's outflow rate, a deferred stream with a second Drainer that
+// re-admits deferred jobs, a dead-letter stream, and the policy's admission
+// gate. Ingress is HTTP (Handler: POST /v1/jobs/{policy}/{key} and the
+// operator API) and NATS requests on <Config.SubmitSubject>.<policy>.<key
+// token>, in a queue group; the NATS ingress is pipelined.
 //
 // With no Config.NATSURL a Shaper runs an embedded JetStream server storing
 // in Config.DataDir and listening on Config.NATSListen, so one process and
 // no other service is a working installation.
 //
-// # Admission
+// A Shaper only wires parts that each own their state and their routes:
 //
-// A submission is checked in this order, each step able to answer at once:
-// the policy (404), the key (400), the payload size (413), the admission
-// limit (429 with the limiter's Retry-After, or 503 when Redis fails and the
-// policy fails closed), the deferred jobs already waiting for the key
-// (a defer policy keeps submission order: the new job is deferred behind
-// them), and the queue itself: JetStream stores the job, or refuses it
-// atomically when the key holds its queue size (429, with the exact time
-// until a slot frees, computed by the draining Drainer), or fails (503).
-// A key known to be full is answered 429 from memory until its next slot
-// frees. For a defer policy the refused job is kept in the deferred stream
-// and the 429 says deferred: true, its id and when it is expected to run.
+//   - internal/admission: the Gate of each policy, the one place that
+//     answers "may this job enter this key now, and if not, when" — for
+//     HTTP, NATS and re-admission alike;
+//   - internal/ingress: HTTP and NATS submission;
+//   - internal/deadletter: the dead letters and their routes;
+//   - internal/cluster: drain leases, membership and live-policy overrides;
+//   - internal/jobs: job records and GET /v1/jobs/{id};
+//   - the policy table (policies.go, status.go): the pipelines, live tuning
+//     and the policy routes.
+//
+// The project's docs/architecture.md describes the whole and the
+// guarantees it keeps.
 //
 // # Several shapers
 //
 // Shapers sharing a JetStream cluster all admit; each policy is drained by
-// the one holding its lease in the SHAPER_LEASES bucket, so per-key queue
-// sizes (JetStream's) and rates (one drainer) hold globally. Live policy
-// changes (PUT /v1/policies/{name}) go through the SHAPER_POLICIES bucket to
-// every shaper. Admission limits are shared through Redis; while Redis is
-// lost, a fail-open policy enforces this shaper's share of the limit.
-//
-// # Records
-//
-// Job records (GET /v1/jobs/{id}) live in the SHAPER_JOBS bucket for
-// Config.JobTTL after their last change; they are written without waiting
-// for JetStream, so a record may lag or, rarely, miss a step — the job
-// itself never depends on its record. Admission writes none: a job's id
-// names its queue and sequence (queue.JobID), and while it is stored there
-// it is queued. A record appears when the job is delivered, fails an
-// attempt, is deferred or dead-lettered.
+// the one holding its lease, so per-key queue sizes (JetStream's) and rates
+// (one drainer) hold globally. Live policy changes (PUT
+// /v1/policies/{name}) reach every shaper through the cluster's overrides.
+// Admission limits are shared through Redis; while Redis is lost, a
+// fail-open policy enforces this shaper's share of the limit.
 //
 // A Shaper is safe for concurrent use; Run may be called once.
 package shaper

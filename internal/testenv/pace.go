@@ -8,7 +8,7 @@ import (
 // Paced checks that arrivals (in delivery order) keep to a grid of slots
 // one slot apart: none more than late behind its slot, and no window of
 // length T holding more than ceil(T/slot)+1 of them (the drain's promise
-// in DESIGN.md). The grid is anchored at the arrival earliest relative to
+// in docs/architecture.md). The grid is anchored at the arrival earliest relative to
 // its slot, not at the first arrival: on a busy machine any one arrival,
 // the first included, can be stamped some milliseconds late, which would
 // make every later one look early. The window bound leaves room for the
