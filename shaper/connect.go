@@ -33,6 +33,7 @@ var settingNames = map[string]string{
 	"NATSListen": "NATS listen address",
 	"DataDir":    "data directory",
 	"RedisURL":   "Redis URL",
+	"InstanceID": "instance id",
 }
 
 func (e *ConfigError) Error() string {

@@ -1,8 +1,11 @@
 package shaper_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +87,27 @@ policies:
 			t.Fatalf("%d deliveries of one key within a second through two shapers, past 20/s", n)
 		}
 	}
+}
+
+// Two shapers claiming one instance id would both think they hold its
+// drain leases: the second is refused, naming the first.
+func TestInstanceIDIsClaimedOnce(t *testing.T) {
+	srv := testenv.NATS(t)
+	set := testenv.Policies(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n")
+	first := testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: srv.ClientURL(), InstanceID: "one", LeaseTTL: 3 * time.Second})
+	second, err := shaper.New(shaper.Config{Policies: set, NATSURL: srv.ClientURL(), InstanceID: "one", LeaseTTL: 3 * time.Second, HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = second.Run(ctx)
+	var ce *shaper.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "InstanceID" || !strings.Contains(err.Error(), first.HTTPAddr()) {
+		t.Fatalf("second shaper with the same instance id: Run = %v, want an InstanceID error naming %s", err, first.HTTPAddr())
+	}
+	// Once the first has stopped, the id is free again at once.
+	first.Stop()
+	again := testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: srv.ClientURL(), InstanceID: "one", LeaseTTL: 3 * time.Second})
+	again.Stop()
 }

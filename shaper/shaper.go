@@ -2,10 +2,12 @@ package shaper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,7 +127,21 @@ func (s *Shaper) Run(ctx context.Context) error {
 		return &ConfigError{Field: "HTTPAddr", Err: fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)}
 	}
 	defer ln.Close()
-	if err := s.connect(); err != nil {
+	if s.cfg.NATSURL == "" {
+		// One shaper per embedded store: a second would deliver every job again.
+		host, _ := os.Hostname()
+		me := holder{PID: os.Getpid(), Host: host, HTTP: ln.Addr().String(), NATS: s.cfg.NATSListen, Started: s.started}
+		lock, err := lockDataDir(s.cfg.DataDir, me)
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+		if err := s.connect(); err != nil {
+			return err
+		}
+		me.NATS = s.srv.ClientURL()
+		writeHolder(lock, me)
+	} else if err := s.connect(); err != nil {
 		return err
 	}
 	defer s.disconnect()
@@ -148,11 +164,11 @@ func (s *Shaper) Run(ctx context.Context) error {
 			s.log.Warn("redis unreachable at start: admission limits fail open or closed per policy until it answers", "err", err)
 		}
 	}
+	s.httpAddr.Store(ln.Addr().String())
 	if err := s.open(runCtx); err != nil {
 		return abort(err)
 	}
 
-	s.httpAddr.Store(ln.Addr().String())
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -224,6 +240,12 @@ func (s *Shaper) open(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("shaper: %w", err)
+	}
+	if err := s.cluster.Claim(ctx, s.HTTPAddr()); err != nil {
+		if errors.Is(err, cluster.ErrInstanceInUse) {
+			return &ConfigError{Field: "InstanceID", Err: err}
+		}
+		return fmt.Errorf("shaper: claim instance id: %w", err)
 	}
 	s.dead = deadletter.New(s.js, deadletter.Config{
 		Replicas:   s.cfg.Replicas,

@@ -2,11 +2,14 @@ package shaper_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -500,5 +503,26 @@ policies:
 		if code, body := get(id); code != http.StatusNotFound {
 			t.Errorf("GET /v1/jobs/%.40q = %d %v, want 404", id, code, body)
 		}
+	}
+}
+
+func TestDataDirectoryIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	set := testenv.Policies(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n")
+	first := testenv.Shaper(t, shaper.Config{Policies: set, DataDir: dir})
+	second, err := shaper.New(shaper.Config{Policies: set, DataDir: dir, HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = second.Run(ctx)
+	var ce *shaper.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "DataDir" || !strings.Contains(err.Error(), fmt.Sprint("pid ", os.Getpid())) || !strings.Contains(err.Error(), first.HTTPAddr()) {
+		t.Fatalf("second shaper on the same data directory: Run = %v, want a DataDir error naming pid %d and %s", err, os.Getpid(), first.HTTPAddr())
+	}
+	// The first one is untouched.
+	if a := wrap(t, first).post(t, "p", "k", []byte("x")); a.code != http.StatusAccepted {
+		t.Errorf("first shaper after the refused second: POST = %d, want 202", a.code)
 	}
 }

@@ -89,6 +89,7 @@ var configFlags = map[string]string{
 	"NATSListen": "--nats-listen",
 	"DataDir":    "--data",
 	"RedisURL":   "--redis-url",
+	"InstanceID": "--instance-id",
 }
 
 // withFlag adds to an error in one of the shaper's settings the flag that

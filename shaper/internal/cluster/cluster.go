@@ -67,6 +67,7 @@ type Cluster struct {
 	leases    jetstream.KeyValue
 	overrides jetstream.KeyValue
 	shapers   atomic.Int64
+	me        Member // set by Claim
 }
 
 // Open creates or binds the buckets of leases, membership and overrides.
@@ -109,15 +110,16 @@ func memberKey(instance string) string {
 	return "member." + hex.EncodeToString(sum[:8])
 }
 
-// KeepMembership renews this shaper's member entry and recounts the
-// shapers every LeaseTTL/3 until ctx ends, then withdraws.
+// KeepMembership renews this shaper's member entry (made by Claim) and
+// recounts the shapers every LeaseTTL/3 until ctx ends, then withdraws.
 func (c *Cluster) KeepMembership(ctx context.Context) {
 	key := memberKey(c.cfg.Instance)
 	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
 	defer tick.Stop()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
-		if _, err := c.leases.PutString(cctx, key, c.cfg.Instance); err == nil {
+		me, _ := json.Marshal(c.me)
+		if _, err := c.leases.Put(cctx, key, me); err == nil {
 			if l, err := c.leases.ListKeysFiltered(cctx, "member.*"); err == nil {
 				n := int64(0)
 				for range l.Keys() {
@@ -134,6 +136,7 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 			dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
 			c.leases.Delete(dctx, key)
 			dcancel()
+			claims.Delete(c.me.Nonce)
 			return
 		case <-tick.C:
 		}
