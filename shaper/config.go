@@ -31,6 +31,9 @@ const (
 type Config struct {
 	// Policies is the policy set to serve.
 	Policies *policies.Set
+	// PolicyFile is the file Policies came from, which Reload reads again;
+	// empty, Reload refuses.
+	PolicyFile string
 
 	// HTTPAddr is the HTTP listen address. Default DefaultHTTPAddr; ":0" picks a port.
 	HTTPAddr string

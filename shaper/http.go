@@ -18,6 +18,7 @@ import (
 //	GET  /v1/policies/{name}       one policy
 //	PUT  /v1/policies/{name}       tune a policy live (JSON with the fields to change)
 //	DELETE /v1/policies/{name}/override   back to the policy file
+//	POST /v1/reload                read the policy file again (like SIGHUP)
 //	GET  /v1/dead?policy=&key=&reason=&limit=     dead letters
 //	GET  /v1/dead/{policy}/{seq}   one dead letter with its payload
 //	POST /v1/dead/replay?policy=&key=&reason=     submit dead letters again
@@ -32,6 +33,7 @@ func (s *Shaper) Handler() http.Handler {
 	s.dead.Routes(mux)
 	mux.HandleFunc("GET /v1/jobs/{id}", s.jobs.Handler(s.policies.queueOf))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	mux.HandleFunc("POST /v1/reload", s.handleReload)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})

@@ -39,7 +39,8 @@ type pipeline struct {
 	drain      *drain.Drainer
 	deferQueue *queue.Queue
 	deferDrain *drain.Drainer
-	override   atomic.Bool // the live policy is a stored override
+	override   atomic.Bool        // the live policy is a stored override
+	stopLease  context.CancelFunc // stops holding the policy's drain lease
 }
 
 // openPipeline opens p's streams (queue, deferred jobs, dead letters), its

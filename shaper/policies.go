@@ -29,25 +29,40 @@ import (
 // stream's limit over live jobs would purge them), overflow, retry and
 // admit. Where jobs are delivered cannot change while running.
 type table struct {
-	file *policies.Set // as the policy file says
-
 	mu    sync.RWMutex
-	live  *policies.Set        // the file with the overrides applied
-	lines map[string]*pipeline // written only while opening
+	file  *policies.Set        // as the policy file says (replaced by a reload)
+	lines map[string]*pipeline // one per policy served; the live version is its gate's
 
 	// deadCount returns how many dead letters a policy has; set with the routes.
 	deadCount func(ctx context.Context, policy string) uint64
 }
 
 func newTable(file *policies.Set) *table {
-	return &table{file: file, live: file, lines: make(map[string]*pipeline)}
+	return &table{file: file, lines: make(map[string]*pipeline)}
 }
 
-// add makes line the pipeline of policy name (while opening).
+// add makes line the pipeline of policy name.
 func (t *table) add(name string, line *pipeline) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lines[name] = line
+}
+
+// remove stops serving policy name and returns its pipeline (nil when it
+// had none): submissions to it are answered 404 from now on.
+func (t *table) remove(name string) *pipeline {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	line := t.lines[name]
+	delete(t.lines, name)
+	return line
+}
+
+// fileVersion returns policy name as the policy file says.
+func (t *table) fileVersion(name string) (policies.Policy, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.file.Lookup(name)
 }
 
 // line returns the pipeline of the named policy, or nil.
@@ -99,7 +114,7 @@ func (t *table) override(ctx context.Context, name string, p *policies.Policy, l
 		return nil
 	}
 	if p == nil {
-		file, ok := t.file.Lookup(name)
+		file, ok := t.fileVersion(name)
 		if !ok {
 			return nil
 		}
@@ -120,7 +135,7 @@ func (t *table) normalize(p policies.Policy) (policies.Policy, error) {
 		return p, errors.New("deliver cannot change while running: edit the policy file and restart")
 	}
 	t.mu.RLock()
-	next, err := t.live.With(p)
+	next, err := t.file.With(p)
 	t.mu.RUnlock()
 	if err != nil {
 		return p, err
@@ -149,9 +164,6 @@ func (t *table) apply(ctx context.Context, p policies.Policy, override bool, log
 	line.override.Store(override)
 	line.drain.SetPolicy(p)
 	line.deferDrain.SetPolicy(p)
-	t.mu.Lock()
-	t.live, _ = t.live.With(p)
-	t.mu.Unlock()
 	if !reflect.DeepEqual(*old, p) {
 		log.Info("policy changed", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue,
 			"overflow", p.Overflow, "total", p.Total.String(), "override", override)
@@ -174,6 +186,17 @@ func (t *table) sweep(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// inFlight counts the deliveries and re-admissions in progress.
+func (t *table) inFlight() int {
+	n := 0
+	for _, name := range t.names() {
+		if line := t.line(name); line != nil {
+			n += line.drain.Stats().InFlight + line.deferDrain.Stats().InFlight
+		}
+	}
+	return n
 }
 
 // stop stops every pipeline (see pipeline.stop), at once.

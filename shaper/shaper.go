@@ -42,11 +42,12 @@ type Shaper struct {
 	dead     *deadletter.Store
 	cluster  *cluster.Cluster
 
-	srv  *server.Server        // embedded JetStream, nil with an external one
-	nc   *nats.Conn            // nil until Run connects
-	js   jetstream.JetStream   // nil until Run connects
-	rdb  redis.UniversalClient // admission limiter state, nil without Redis
-	lost chan error            // the NATS connection closed for good while serving
+	srv     *server.Server        // embedded JetStream, nil with an external one
+	nc      *nats.Conn            // nil until Run connects
+	js      jetstream.JetStream   // nil until Run connects
+	rdb     redis.UniversalClient // admission limiter state, nil without Redis
+	lost    chan error            // the NATS connection closed for good while serving
+	reloads chan reloadRequest    // Reload's requests, served by Run
 
 	httpAddr   atomic.Value // string, once listening
 	ready      chan struct{}
@@ -70,6 +71,7 @@ func New(cfg Config) (*Shaper, error) {
 		policies: newTable(cfg.Policies),
 		ready:    make(chan struct{}),
 		lost:     make(chan error, 1),
+		reloads:  make(chan reloadRequest),
 	}
 	s.ingress = ingress.New(ingress.Config{
 		Gate:    s.policies.gate,
@@ -187,19 +189,30 @@ func (s *Shaper) Run(ctx context.Context) error {
 	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.policies.names()))
 
 	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-httpDone:
-		s.log.Error("http server stopped", "err", err)
-	case err := <-s.lost:
-		s.log.Error("nats connection closed for good: stopping; start the shaper again", "err", err)
-		runErr = fmt.Errorf("shaper: nats connection closed: %w", err)
+serving:
+	for {
+		select {
+		case <-ctx.Done():
+			break serving
+		case err := <-httpDone:
+			s.log.Error("http server stopped", "err", err)
+			break serving
+		case err := <-s.lost:
+			s.log.Error("nats connection closed for good: stopping; start the shaper again", "err", err)
+			runErr = fmt.Errorf("shaper: nats connection closed: %w", err)
+			break serving
+		case req := <-s.reloads:
+			rep, err := s.reload(runCtx)
+			req.reply <- reloadResult{rep, err}
+		}
 	}
 
 	// Graceful shutdown: stop admitting, let deliveries in flight end. The
 	// HTTP server and the drain each get the whole budget, at the same time:
 	// an idle keep-alive connection must not hold the drain up.
 	s.serving.Store(false)
+	s.log.Info("shutting down: no new jobs; finishing what is in flight", "timeout", s.cfg.ShutdownTimeout)
+	defer s.reportShutdown()()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		ictx, icancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
@@ -256,12 +269,13 @@ func (s *Shaper) open(ctx context.Context) error {
 		Replay:     s.ingress.Submit,
 	})
 	s.policies.deadCount = s.dead.Count
+	var firsts []<-chan struct{}
 	for _, p := range s.cfg.Policies.Policies() {
-		line, err := s.openPipeline(ctx, p)
+		first, err := s.serve(ctx, p)
 		if err != nil {
-			return fmt.Errorf("shaper: policy %q: %w", p.Name, err)
+			return err
 		}
-		s.policies.add(p.Name, line)
+		firsts = append(firsts, first)
 	}
 	follow, err := s.cluster.WatchOverrides(ctx, func(name string, p *policies.Policy) {
 		if err := s.policies.override(ctx, name, p, s.log); err != nil {
@@ -274,11 +288,50 @@ func (s *Shaper) open(ctx context.Context) error {
 	s.background.Go(follow)
 	s.background.Go(func() { s.cluster.KeepMembership(ctx) })
 	s.background.Go(func() { s.policies.sweep(ctx) })
-	var first sync.WaitGroup
-	for name, line := range s.policies.lines {
-		first.Add(1)
-		s.background.Go(func() { s.cluster.HoldLease(ctx, name, line.setActive, first.Done) })
+	// A lone shaper drains from the moment it is ready.
+	for _, first := range firsts {
+		<-first
 	}
-	first.Wait()
 	return nil
+}
+
+// serve opens p's pipeline, adds it to the policy table and starts holding
+// its drain lease (until ctx ends or the policy is removed). The returned
+// channel is closed once the first attempt at the lease is over.
+func (s *Shaper) serve(ctx context.Context, p policies.Policy) (<-chan struct{}, error) {
+	line, err := s.openPipeline(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	line.stopLease = cancel
+	s.policies.add(p.Name, line)
+	first := make(chan struct{})
+	s.background.Go(func() {
+		s.cluster.HoldLease(lctx, p.Name, line.setActive, func() { close(first) })
+	})
+	return first, nil
+}
+
+// reportShutdown logs every 2 s what a graceful shutdown still waits for,
+// until the returned function is called.
+func (s *Shaper) reportShutdown() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			args := []any{"deliveries", s.policies.inFlight()}
+			if in, ok := s.ingress.NATSStats(); ok {
+				args = append(args, "nats_submissions", in.Pending+in.Blocking)
+			}
+			s.log.Info("shutting down: still waiting", args...)
+		}
+	}()
+	return func() { close(done) }
 }

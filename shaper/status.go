@@ -103,7 +103,7 @@ func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, log *slog.Logger)
 	})
 	mux.HandleFunc("DELETE /v1/policies/{name}/override", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		file, ok := t.file.Lookup(name)
+		file, ok := t.fileVersion(name)
 		if !ok || t.line(name) == nil {
 			httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(name))
 			return

@@ -23,9 +23,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	go stopOnSignal(cancel)
 	err := run(ctx, os.Args)
-	stop()
 	if err != nil {
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
@@ -41,6 +41,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
+}
+
+// stopOnSignal cancels the command at the first SIGINT or SIGTERM (a
+// graceful stop: serve finishes its deliveries in flight) and exits at
+// once at the second.
+func stopOnSignal(cancel context.CancelFunc) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	s := <-sig
+	cancel()
+	fmt.Fprintf(os.Stderr, "shaper: %v: stopping gracefully (again to force)\n", s)
+	s = <-sig
+	fmt.Fprintf(os.Stderr, "shaper: %v again: exiting at once; deliveries in flight are made again after a restart\n", s)
+	os.Exit(130)
 }
 
 // run runs the shaper CLI with args (args[0] is the program name) until its

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -52,6 +54,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			}
 			s, err := shaper.New(shaper.Config{
 				Policies:        set,
+				PolicyFile:      c.String("policies"),
 				HTTPAddr:        c.String("http"),
 				NATSURL:         c.String("nats-url"),
 				NATSListen:      c.String("nats-listen"),
@@ -68,13 +71,28 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			if err != nil {
 				return withFlag(err)
 			}
+			// SIGHUP reloads the policy file (closing a terminal sends it too:
+			// it must not kill the shaper).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			go func() {
 				select {
 				case <-s.Ready():
-					fmt.Fprintf(c.App.ErrWriter, "shaper: serving %d policies on http://%s (NATS %s); Ctrl-C stops\n",
-						len(set.Policies()), s.HTTPAddr(), s.NATSURL())
+					fmt.Fprintf(c.App.ErrWriter, "shaper: serving %d policies on http://%s (NATS %s); Ctrl-C stops, SIGHUP reloads %s\n",
+						len(set.Policies()), s.HTTPAddr(), s.NATSURL(), c.String("policies"))
 				case <-c.Context.Done():
-				case <-time.After(time.Minute):
+					return
+				}
+				for {
+					select {
+					case <-hup:
+						log.Info("SIGHUP: reloading the policy file", "file", c.String("policies"))
+						// Reload logs what it did, and every error of a refused file.
+						s.Reload(c.Context)
+					case <-c.Context.Done():
+						return
+					}
 				}
 			}()
 			return withFlag(s.Run(c.Context))

@@ -1,0 +1,193 @@
+package shaper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+)
+
+// ErrNoPolicyFile is returned by Reload when the Shaper has no
+// Config.PolicyFile to read again.
+var ErrNoPolicyFile = errors.New("shaper: no policy file to reload")
+
+// ReloadReport says what a reload of the policy file did.
+type ReloadReport struct {
+	File      string   `json:"file"`
+	Added     []string `json:"added"`     // policies now served
+	Removed   []string `json:"removed"`   // policies no longer served (their queued jobs stay in JetStream)
+	Changed   []string `json:"changed"`   // "orders: outflow 20/s → 50/s"
+	Unchanged int      `json:"unchanged"` // policies the file did not change
+	// Warnings are changes not applied, and why: a live override that
+	// still applies, a delivery target that needs a restart.
+	Warnings []string `json:"warnings"`
+}
+
+type reloadRequest struct {
+	reply chan reloadResult
+}
+
+type reloadResult struct {
+	report ReloadReport
+	err    error
+}
+
+// Reload reads Config.PolicyFile again and applies it, like nginx on
+// SIGHUP: a file with errors changes nothing (the error lists each with its
+// line, and each is logged); otherwise new policies are served, removed ones
+// stop being served (their queued jobs stay in JetStream for a file that
+// brings them back), and changed ones are applied live without losing
+// queued jobs. A policy with a live override keeps it (the override is
+// newer than the file); a changed delivery target needs a restart. Every
+// change is logged. Reload waits for the running Shaper (it is applied
+// between other work of Run), at most until ctx ends.
+func (s *Shaper) Reload(ctx context.Context) (ReloadReport, error) {
+	if s.cfg.PolicyFile == "" {
+		return ReloadReport{}, ErrNoPolicyFile
+	}
+	req := reloadRequest{reply: make(chan reloadResult, 1)}
+	select {
+	case s.reloads <- req:
+	case <-ctx.Done():
+		return ReloadReport{}, ctx.Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r.report, r.err
+	case <-ctx.Done():
+		return ReloadReport{}, ctx.Err()
+	}
+}
+
+// reload is Reload's work, run by Run with its context.
+func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
+	rep := ReloadReport{File: s.cfg.PolicyFile, Added: []string{}, Removed: []string{}, Changed: []string{}, Warnings: []string{}}
+	set, err := policies.Load(s.cfg.PolicyFile)
+	if err != nil {
+		for _, e := range unjoin(err) {
+			s.log.Error("reload: policy file refused, keeping the policies in use", "err", e)
+		}
+		return rep, err
+	}
+	s.policies.mu.Lock()
+	old := s.policies.file
+	s.policies.file = set
+	s.policies.mu.Unlock()
+
+	var firsts []<-chan struct{}
+	for _, p := range set.Policies() {
+		line := s.policies.line(p.Name)
+		if line == nil {
+			first, err := s.serve(ctx, p)
+			if err != nil {
+				rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not served: %v", p.Name, err))
+				s.log.Error("reload: new policy not served", "policy", p.Name, "err", err)
+				continue
+			}
+			firsts = append(firsts, first)
+			rep.Added = append(rep.Added, p.Name)
+			s.log.Info("reload: policy added", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue)
+			continue
+		}
+		before, _ := old.Lookup(p.Name)
+		diff := policyDiff(before, p)
+		if len(diff) == 0 {
+			rep.Unchanged++
+			continue
+		}
+		change := p.Name + ": " + strings.Join(diff, ", ")
+		if line.override.Load() {
+			w := change + ": not applied, the live override still applies (DELETE /v1/policies/" + p.Name + "/override to use the file)"
+			rep.Warnings = append(rep.Warnings, w)
+			s.log.Warn("reload: "+w, "policy", p.Name)
+			continue
+		}
+		if live := line.gate.Policy(); !reflect.DeepEqual(live.Deliver, p.Deliver) {
+			w := p.Name + ": the delivery target changed: restart the shaper to apply it"
+			rep.Warnings = append(rep.Warnings, w)
+			s.log.Warn("reload: "+w, "policy", p.Name)
+			p.Deliver = live.Deliver
+		}
+		if err := s.policies.apply(ctx, p, false, s.log); err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not applied: %v", p.Name, err))
+			s.log.Error("reload: policy change not applied", "policy", p.Name, "err", err)
+			continue
+		}
+		rep.Changed = append(rep.Changed, change)
+		s.log.Info("reload: policy changed", "policy", p.Name, "change", strings.Join(diff, ", "))
+	}
+	for _, name := range s.policies.names() {
+		if _, ok := set.Lookup(name); ok {
+			continue
+		}
+		line := s.policies.remove(name)
+		line.stopLease()
+		queued := line.drain.Stats().Queued
+		line.stop(ctx, s.log)
+		rep.Removed = append(rep.Removed, name)
+		s.log.Warn("reload: policy removed: no longer admitted or drained; its queued jobs stay in JetStream", "policy", name, "queued", queued)
+	}
+	for _, first := range firsts {
+		<-first
+	}
+	return rep, nil
+}
+
+// policyDiff lists the fields in which p differs from before, as
+// "field before → after", in the order of the policy file format.
+func policyDiff(before, p policies.Policy) []string {
+	var a, b map[string]json.RawMessage
+	ja, _ := json.Marshal(before)
+	jb, _ := json.Marshal(p)
+	json.Unmarshal(ja, &a)
+	json.Unmarshal(jb, &b)
+	var out []string
+	for _, f := range []string{"outflow", "queue", "overflow", "total", "deliver", "retry", "admit"} {
+		if string(a[f]) != string(b[f]) {
+			out = append(out, fmt.Sprintf("%s %s → %s", f, shown(a[f]), shown(b[f])))
+		}
+	}
+	return out
+}
+
+// shown renders a JSON field value for a change list: "none" when absent.
+func shown(v json.RawMessage) string {
+	if len(v) == 0 || string(v) == "null" {
+		return "none"
+	}
+	return strings.Trim(string(v), `"`)
+}
+
+// unjoin returns the errors err joins (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// handleReload serves POST /v1/reload: 200 with the report, 400 with the
+// file's errors (nothing changed).
+func (s *Shaper) handleReload(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.Reload(r.Context())
+	switch {
+	case errors.Is(err, ErrNoPolicyFile):
+		httpapi.Error(w, http.StatusConflict, "this shaper was started without a policy file: nothing to reload")
+	case err != nil:
+		var lines []string
+		for _, e := range unjoin(err) {
+			lines = append(lines, e.Error())
+		}
+		slices.Sort(lines)
+		httpapi.WriteProblem(w, httpapi.Problem{Status: http.StatusBadRequest, Detail: "policy file refused, the policies in use are kept: " + strings.Join(lines, "; ")}, 0)
+	default:
+		httpapi.WriteJSON(w, http.StatusOK, rep)
+	}
+}

@@ -1,0 +1,111 @@
+package shaper_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper"
+)
+
+func TestReloadPolicyFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`
+policies:
+  - name: slow
+    outflow: 1/h
+    queue: 10
+  - name: gone
+    outflow: 5/s
+    queue: 3
+`)
+	set, err := policies.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wrap(t, testenv.Shaper(t, shaper.Config{Policies: set, PolicyFile: file}))
+	for range 4 {
+		if a := r.post(t, "slow", "k", []byte("x")); a.code != http.StatusAccepted {
+			t.Fatalf("POST slow = %d %v", a.code, a.body)
+		}
+	}
+	ctx := context.Background()
+
+	// A broken file changes nothing, and says where it is broken.
+	write("policies:\n  - name: slow\n    outflow: 1/h\n    queue: 10\n  - name: new\n    outflow: fast\n    queue: 3\n")
+	if _, err := r.Reload(ctx); err == nil || !strings.Contains(err.Error(), ":6:") || !strings.Contains(err.Error(), "fast") {
+		t.Fatalf("Reload of a broken file = %v, want an error naming line 6 and the bad rate", err)
+	}
+	if code, body := r.do(t, "POST", "/v1/reload", ""); code != http.StatusBadRequest || !strings.Contains(body["detail"].(string), "fast") {
+		t.Errorf("POST /v1/reload of a broken file = %d %v, want 400 naming the error", code, body)
+	}
+	if st := r.Status(); len(st) != 2 || st[0].Name != "gone" || st[1].Outflow.String() != "1/h" {
+		t.Fatalf("after a refused reload: %+v, want the policies unchanged", st)
+	}
+
+	// A good file: changed, added and removed policies, queued jobs kept.
+	write(`
+policies:
+  - name: slow
+    outflow: 2/h
+    queue: 20
+  - name: new
+    outflow: 5/s
+    queue: 3
+`)
+	rep, err := r.Reload(ctx)
+	if err != nil {
+		t.Fatalf("Reload = %v", err)
+	}
+	if len(rep.Added) != 1 || rep.Added[0] != "new" || len(rep.Removed) != 1 || rep.Removed[0] != "gone" ||
+		len(rep.Changed) != 1 || !strings.Contains(rep.Changed[0], "outflow 1/h → 2/h") || !strings.Contains(rep.Changed[0], "queue 10 → 20") {
+		t.Fatalf("Reload report = %+v", rep)
+	}
+	if d := r.Depths(ctx, "slow")["k"]; d != 4 {
+		t.Errorf("queued jobs of slow after the reload = %d, want 4 kept", d)
+	}
+	st := r.Status()
+	if len(st) != 2 || st[0].Name != "new" || st[1].Outflow.String() != "2/h" || st[1].Queue != 20 {
+		t.Errorf("after the reload: %+v", st)
+	}
+	if a := r.post(t, "new", "k", []byte("x")); a.code != http.StatusAccepted {
+		t.Errorf("POST to the added policy = %d %v, want 202", a.code, a.body)
+	}
+	if a := r.post(t, "gone", "k", []byte("x")); a.code != http.StatusNotFound {
+		t.Errorf("POST to the removed policy = %d %v, want 404", a.code, a.body)
+	}
+	// The same file again changes nothing; a live override outlives a reload.
+	if code, _ := r.put(t, "/v1/policies/new", `{"outflow": "7/s"}`); code != http.StatusOK {
+		t.Fatalf("PUT new = %d", code)
+	}
+	write(strings.Replace(readFile(t, file), "outflow: 5/s", "outflow: 6/s", 1))
+	rep, err = r.Reload(ctx)
+	if err != nil || len(rep.Changed) != 0 || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "override") {
+		t.Errorf("Reload with an override in place = %+v, %v; want the change refused with a warning", rep, err)
+	}
+	if st := r.Status(); st[0].Outflow.String() != "7/s" {
+		t.Errorf("outflow of new after the reload = %s, want the override's 7/s", st[0].Outflow)
+	}
+	waitFor(t, "the added policy drained", 5*time.Second, func() bool { return r.Status()[0].Delivered == 1 })
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
