@@ -45,10 +45,36 @@ type Config struct {
 	// NATSListen is the embedded server's client address, reachable by
 	// outside consumers. Default DefaultNATSListen; "127.0.0.1:-1" picks a port.
 	NATSListen string
+	// NATSToken is the embedded server's client token, required when
+	// NATSListen is beyond loopback (clients then connect with
+	// nats://<token>@host:port); with an external server it is sent as this
+	// shaper's token.
+	NATSToken string
+	// NATSCreds and NATSNKey are files with this shaper's credentials for
+	// an external NATS server: a .creds file (user JWT and NKey seed), or an
+	// NKey seed file.
+	NATSCreds, NATSNKey string
+	// NATSTLSCA, NATSTLSCert and NATSTLSKey are PEM files for TLS to an
+	// external NATS server: the CA to trust, and this shaper's client
+	// certificate and key.
+	NATSTLSCA, NATSTLSCert, NATSTLSKey string
 	// DataDir is the embedded server's store. Default DefaultDataDir.
 	DataDir string
 	// Replicas is the replica count of the streams the Shaper creates (1 or 3). Default 1.
 	Replicas int
+
+	// AdminToken, when set, is the bearer token the admin routes require
+	// (tuning, reload, dead letters, the operator page). Without one they
+	// answer loopback clients only.
+	AdminToken string
+	// AdminLoopbackOnly allows an HTTPAddr beyond loopback without an
+	// AdminToken: the admin routes then answer loopback clients only. New
+	// refuses that combination otherwise, since behind a proxy on the same
+	// host every client looks like loopback.
+	AdminLoopbackOnly bool
+	// SubmitToken, when set, is the bearer token submissions over HTTP (and
+	// job status) require. NATS submissions are guarded by NATS's own auth.
+	SubmitToken string
 
 	// RedisURL, when set, keeps admission limiter state in Redis (shared by
 	// every shaper); otherwise admission limits are kept in memory.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/internal/ingress"
 )
 
@@ -28,12 +29,18 @@ type ConfigError struct {
 
 // settingNames are ConfigError's words for the fields.
 var settingNames = map[string]string{
-	"HTTPAddr":   "HTTP address",
-	"NATSURL":    "NATS",
-	"NATSListen": "NATS listen address",
-	"DataDir":    "data directory",
-	"RedisURL":   "Redis URL",
-	"InstanceID": "instance id",
+	"HTTPAddr":    "HTTP address",
+	"NATSURL":     "NATS",
+	"NATSListen":  "NATS listen address",
+	"DataDir":     "data directory",
+	"RedisURL":    "Redis URL",
+	"InstanceID":  "instance id",
+	"AdminToken":  "admin token",
+	"NATSToken":   "NATS token",
+	"NATSCreds":   "NATS credentials",
+	"NATSNKey":    "NATS NKey seed",
+	"NATSTLSCA":   "NATS TLS CA",
+	"NATSTLSCert": "NATS TLS client certificate",
 }
 
 func (e *ConfigError) Error() string {
@@ -73,14 +80,22 @@ func (s *Shaper) connect() error {
 			}
 		}),
 	}
+	if s.cfg.NATSToken != "" {
+		opts = append(opts, nats.Token(s.cfg.NATSToken))
+	}
 	var err error
 	if s.cfg.NATSURL == "" {
-		if s.srv, err = startEmbedded(s.cfg.NATSListen, s.cfg.DataDir, s.cfg.MaxPayload); err != nil {
+		if s.srv, err = startEmbedded(s.cfg.NATSListen, s.cfg.DataDir, s.cfg.MaxPayload, s.cfg.NATSToken); err != nil {
 			return err
 		}
 		opts = append(opts, nats.InProcessServer(s.srv))
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(false))
+		auth, err := s.natsAuth()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, auth...)
 	}
 	s.nc, err = nats.Connect(s.cfg.NATSURL, opts...)
 	if err != nil {
@@ -96,6 +111,38 @@ func (s *Shaper) connect() error {
 	return nil
 }
 
+// natsAuth returns the options that authenticate this shaper to an
+// external NATS server: credentials, NKey, TLS.
+func (s *Shaper) natsAuth() ([]nats.Option, error) {
+	var opts []nats.Option
+	if f := s.cfg.NATSCreds; f != "" {
+		if _, err := os.Stat(f); err != nil {
+			return nil, &ConfigError{Field: "NATSCreds", Err: err}
+		}
+		opts = append(opts, nats.UserCredentials(f))
+	}
+	if f := s.cfg.NATSNKey; f != "" {
+		o, err := nats.NkeyOptionFromSeed(f)
+		if err != nil {
+			return nil, &ConfigError{Field: "NATSNKey", Err: err}
+		}
+		opts = append(opts, o)
+	}
+	if f := s.cfg.NATSTLSCA; f != "" {
+		if _, err := os.Stat(f); err != nil {
+			return nil, &ConfigError{Field: "NATSTLSCA", Err: err}
+		}
+		opts = append(opts, nats.RootCAs(f))
+	}
+	if s.cfg.NATSTLSCert != "" || s.cfg.NATSTLSKey != "" {
+		if s.cfg.NATSTLSCert == "" || s.cfg.NATSTLSKey == "" {
+			return nil, &ConfigError{Field: "NATSTLSCert", Err: errors.New("a client certificate needs both the certificate and its key")}
+		}
+		opts = append(opts, nats.ClientCert(s.cfg.NATSTLSCert, s.cfg.NATSTLSKey))
+	}
+	return opts, nil
+}
+
 func (s *Shaper) disconnect() {
 	if s.nc != nil {
 		s.nc.Close()
@@ -107,11 +154,15 @@ func (s *Shaper) disconnect() {
 }
 
 // startEmbedded runs an in-process nats-server with JetStream storing in
-// dir, listening for outside clients on listen ("host:port", port -1 for any).
-func startEmbedded(listen, dir string, maxPayload int) (*server.Server, error) {
+// dir, listening for outside clients on listen ("host:port", port -1 for
+// any). Beyond loopback it needs a client token: it would accept anyone.
+func startEmbedded(listen, dir string, maxPayload int, token string) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: %w", listen, err)}
+	}
+	if token == "" && !httpapi.Loopback(host) {
+		return nil, &ConfigError{Field: "NATSToken", Err: fmt.Errorf("the embedded NATS server would listen beyond loopback (%s) without credentials: anyone reaching it could read and remove queued jobs; set a NATS token", listen)}
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
@@ -144,7 +195,8 @@ func startEmbedded(listen, dir string, maxPayload int) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		// Room for the largest job plus its headers (the default is 1 MB).
-		MaxPayload: int32(max(maxPayload, 1<<20) + 64<<10),
+		MaxPayload:    int32(max(maxPayload, 1<<20) + 64<<10),
+		Authorization: token,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -10,7 +10,10 @@ import (
 )
 
 // Handler returns the Shaper's HTTP API, once Run has opened its parts
-// (after Ready):
+// (after Ready). Admin routes (tuning, reload, dead letters) need
+// Config.AdminToken as a bearer token, or come from a loopback client when
+// there is none; submission and job status need Config.SubmitToken when it
+// is set:
 //
 //	POST /v1/jobs/{policy}/{key}   submit a job (body = payload)
 //	GET  /v1/jobs/{id}             a job's status: queued, deferred, delivered or dead
@@ -27,13 +30,18 @@ import (
 //	GET  /readyz                   the Shaper accepts jobs (JetStream reachable)
 //	GET  /metrics                  the figures in the Prometheus text format
 func (s *Shaper) Handler() http.Handler {
+	admin := httpapi.Bearer(s.cfg.AdminToken, "this admin route")
+	submit := httpapi.Guard(httpapi.Open)
+	if s.cfg.SubmitToken != "" {
+		submit = httpapi.Bearer(s.cfg.SubmitToken, "submission")
+	}
 	mux := http.NewServeMux()
-	s.ingress.Routes(mux)
-	s.policies.routes(mux, s.cluster, s.log)
-	s.dead.Routes(mux)
-	mux.HandleFunc("GET /v1/jobs/{id}", s.jobs.Handler(s.policies.queueOf))
+	s.ingress.Routes(mux, submit)
+	s.policies.routes(mux, s.cluster, admin, s.log)
+	s.dead.Routes(mux, admin)
+	mux.HandleFunc("GET /v1/jobs/{id}", submit(s.jobs.Handler(s.policies.queueOf)))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
-	mux.HandleFunc("POST /v1/reload", s.handleReload)
+	mux.HandleFunc("POST /v1/reload", admin(s.handleReload))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/internal/ingress"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
 )
@@ -62,8 +63,12 @@ func New(cfg Config) (*Shaper, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {
+	host, _, err := net.SplitHostPort(cfg.HTTPAddr)
+	if err != nil {
 		return nil, &ConfigError{Field: "HTTPAddr", Err: fmt.Errorf("%q: %w", cfg.HTTPAddr, err)}
+	}
+	if cfg.AdminToken == "" && !cfg.AdminLoopbackOnly && !httpapi.Loopback(host) {
+		return nil, &ConfigError{Field: "AdminToken", Err: fmt.Errorf("the HTTP API listens beyond loopback (%s) and no admin token is set: anyone who can reach it could tune policies and replay or purge dead letters; set an admin token, or allow the admin routes to loopback clients only explicitly", cfg.HTTPAddr)}
 	}
 	s := &Shaper{
 		cfg:      cfg,

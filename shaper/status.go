@@ -90,18 +90,18 @@ func (t *table) policyStatus(ctx context.Context, name string) (PolicyStatus, bo
 //	PUT    /v1/policies/{name}           tune it live (JSON with the fields to change)
 //	DELETE /v1/policies/{name}/override  back to the policy file
 //
-// Overrides are stored in c, for every shaper.
-func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, log *slog.Logger) {
+// Overrides are stored in c, for every shaper. Tuning is behind admin.
+func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Guard, log *slog.Logger) {
 	mux.HandleFunc("GET /v1/policies", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": t.status(r.Context())})
 	})
 	mux.HandleFunc("GET /v1/policies/{name}", func(w http.ResponseWriter, r *http.Request) {
 		t.writeStatus(w, r, r.PathValue("name"))
 	})
-	mux.HandleFunc("PUT /v1/policies/{name}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("PUT /v1/policies/{name}", admin(func(w http.ResponseWriter, r *http.Request) {
 		t.handlePut(w, r, c, log)
-	})
-	mux.HandleFunc("DELETE /v1/policies/{name}/override", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("DELETE /v1/policies/{name}/override", admin(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		file, ok := t.fileVersion(name)
 		if !ok || t.line(name) == nil {
@@ -119,7 +119,7 @@ func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, log *slog.Logger)
 			return
 		}
 		t.writeStatus(w, r, name)
-	})
+	}))
 }
 
 func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, name string) {

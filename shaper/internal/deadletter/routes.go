@@ -56,11 +56,13 @@ func (f filter) match(d Letter) bool {
 //	GET    /v1/dead/{policy}/{seq}                one, with its payload
 //	POST   /v1/dead/replay?policy=&key=&reason=   submit them again
 //	DELETE /v1/dead?policy=&key=&reason=          purge them
-func (s *Store) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/dead", s.handleList)
-	mux.HandleFunc("GET /v1/dead/{policy}/{seq}", s.handleShow)
-	mux.HandleFunc("POST /v1/dead/replay", s.handleReplay)
-	mux.HandleFunc("DELETE /v1/dead", s.handlePurge)
+//
+// Every one of them is behind guard: dead letters are the operators'.
+func (s *Store) Routes(mux *http.ServeMux, guard httpapi.Guard) {
+	mux.HandleFunc("GET /v1/dead", guard(s.handleList))
+	mux.HandleFunc("GET /v1/dead/{policy}/{seq}", guard(s.handleShow))
+	mux.HandleFunc("POST /v1/dead/replay", guard(s.handleReplay))
+	mux.HandleFunc("DELETE /v1/dead", guard(s.handlePurge))
 }
 
 // each walks the dead letters of f.policy (or every policy) in order and

@@ -12,13 +12,14 @@ import (
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 )
 
-// Routes adds the submission routes to mux: POST /v1/jobs/{policy}/{key}
-// (body = payload; Idempotency-Key and traceparent headers optional).
-func (in *Ingress) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/jobs/{policy}/{key...}", in.handleSubmit)
-	mux.HandleFunc("POST /v1/jobs/{policy}", func(w http.ResponseWriter, r *http.Request) {
+// Routes adds the submission routes to mux, behind guard: POST
+// /v1/jobs/{policy}/{key} (body = payload; Idempotency-Key and traceparent
+// headers optional).
+func (in *Ingress) Routes(mux *http.ServeMux, guard httpapi.Guard) {
+	mux.HandleFunc("POST /v1/jobs/{policy}/{key...}", guard(in.handleSubmit))
+	mux.HandleFunc("POST /v1/jobs/{policy}", guard(func(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, failed(http.StatusBadRequest, "bad key: empty (POST /v1/jobs/{policy}/{key})"))
-	})
+	}))
 }
 
 func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Guard is a route's access rule: it wraps a handler so that only allowed
+// requests reach it.
+type Guard func(http.HandlerFunc) http.HandlerFunc
+
+// Open lets every request through.
+func Open(h http.HandlerFunc) http.HandlerFunc { return h }
+
+// Bearer returns the guard of routes that need token: a request must carry
+// "Authorization: Bearer <token>" (compared in constant time); one without
+// is answered 401, one with another token 403. With an empty token only
+// loopback clients are let through (403 for the others).
+func Bearer(token, what string) Guard {
+	return func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if token == "" {
+				if !Loopback(r.RemoteAddr) {
+					Error(w, http.StatusForbidden, what+" is open to loopback clients only on this shaper (it has no token configured)")
+					return
+				}
+				h(w, r)
+				return
+			}
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			switch {
+			case !ok || got == "":
+				w.Header().Set("WWW-Authenticate", `Bearer realm="shaper"`)
+				Error(w, http.StatusUnauthorized, what+" needs a bearer token (Authorization: Bearer …)")
+			case subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1:
+				Error(w, http.StatusForbidden, "wrong bearer token for "+what)
+			default:
+				h(w, r)
+			}
+		}
+	}
+}
+
+// Loopback reports whether addr ("host:port" or a host) is a loopback address.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
