@@ -19,6 +19,9 @@ const (
 	DefaultDataDir         = "shaper-data"
 	DefaultSubmitSubject   = ingress.DefaultSubject
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultSyncInterval is how often the embedded server syncs its store
+	// to disk (nats-server's own default).
+	DefaultSyncInterval = 2 * time.Minute
 	// DefaultLeaseTTL is how long a policy's drain stays with a shaper that
 	// stopped renewing its lease (the failover time).
 	DefaultLeaseTTL = cluster.DefaultLeaseTTL
@@ -58,6 +61,13 @@ type Config struct {
 	// external NATS server: the CA to trust, and this shaper's client
 	// certificate and key.
 	NATSTLSCA, NATSTLSCert, NATSTLSKey string
+	// Sync is how the embedded server writes its store to disk: every
+	// SyncInterval (default DefaultSyncInterval), or, with SyncAlways, before
+	// it acknowledges each write. A job answered 202 survives kill -9 either
+	// way (it is in the operating system's cache); only SyncAlways keeps it
+	// through a power loss, at a cost in admission speed.
+	SyncInterval time.Duration
+	SyncAlways   bool
 	// DataDir is the embedded server's store. Default DefaultDataDir.
 	DataDir string
 	// Replicas is the replica count of the streams the Shaper creates (1 or 3). Default 1.

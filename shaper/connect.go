@@ -85,7 +85,7 @@ func (s *Shaper) connect() error {
 	}
 	var err error
 	if s.cfg.NATSURL == "" {
-		if s.srv, err = startEmbedded(s.cfg.NATSListen, s.cfg.DataDir, s.cfg.MaxPayload, s.cfg.NATSToken); err != nil {
+		if s.srv, err = startEmbedded(s.cfg); err != nil {
 			return err
 		}
 		opts = append(opts, nats.InProcessServer(s.srv))
@@ -156,7 +156,8 @@ func (s *Shaper) disconnect() {
 // startEmbedded runs an in-process nats-server with JetStream storing in
 // dir, listening for outside clients on listen ("host:port", port -1 for
 // any). Beyond loopback it needs a client token: it would accept anyone.
-func startEmbedded(listen, dir string, maxPayload int, token string) (*server.Server, error) {
+func startEmbedded(cfg Config) (*server.Server, error) {
+	listen, dir, token := cfg.NATSListen, cfg.DataDir, cfg.NATSToken
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: %w", listen, err)}
@@ -195,8 +196,10 @@ func startEmbedded(listen, dir string, maxPayload int, token string) (*server.Se
 		NoSigs:     true,
 		NoLog:      true,
 		// Room for the largest job plus its headers (the default is 1 MB).
-		MaxPayload:    int32(max(maxPayload, 1<<20) + 64<<10),
+		MaxPayload:    int32(max(cfg.MaxPayload, 1<<20) + 64<<10),
 		Authorization: token,
+		SyncInterval:  cmp.Or(cfg.SyncInterval, DefaultSyncInterval),
+		SyncAlways:    cfg.SyncAlways,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -27,6 +28,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			&cli.StringFlag{Name: "data", Value: shaper.DefaultDataDir, Usage: "data directory of the embedded JetStream", EnvVars: envVar("data")},
 			&cli.StringFlag{Name: "nats-listen", Value: shaper.DefaultNATSListen, Usage: "client address of the embedded JetStream", EnvVars: envVar("nats-listen")},
 			&cli.StringFlag{Name: "nats-url", Usage: "external NATS URL(s) with JetStream; disables the embedded server", EnvVars: envVar("nats-url")},
+			&cli.StringFlag{Name: "sync", Value: "2m", Usage: "how the embedded JetStream writes to disk: always (before each 202: survives a power loss, slower) or an interval (a 202 survives kill -9, not a power loss)", EnvVars: envVar("sync")},
 			&cli.StringFlag{Name: "admin-token", Usage: "bearer token the admin routes require (tuning, reload, dead letters); without one they answer loopback clients only", EnvVars: envVar("admin-token")},
 			&cli.BoolFlag{Name: "admin-loopback-only", Usage: "allow --http beyond loopback without --admin-token (admin routes then answer loopback clients only)", EnvVars: envVar("admin-loopback-only")},
 			&cli.StringFlag{Name: "submit-token", Usage: "bearer token HTTP submissions require (default: none)", EnvVars: envVar("submit-token")},
@@ -61,7 +63,16 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
+			sync := c.String("sync")
+			var syncEvery time.Duration
+			if sync != "always" {
+				if syncEvery, err = time.ParseDuration(sync); err != nil || syncEvery <= 0 {
+					return fmt.Errorf("--sync %q: want always or a positive duration such as 2m", sync)
+				}
+			}
 			s, err := shaper.New(shaper.Config{
+				SyncAlways:        sync == "always",
+				SyncInterval:      syncEvery,
 				Policies:          set,
 				PolicyFile:        c.String("policies"),
 				HTTPAddr:          c.String("http"),
