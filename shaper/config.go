@@ -97,6 +97,10 @@ type Config struct {
 	// SubmitSubject is the NATS ingress root: requests to <root>.<policy>.<key>.
 	// Default DefaultSubmitSubject.
 	SubmitSubject string
+	// StartTimeout bounds how long Run retries to create or bind its
+	// streams and buckets (a cluster still electing, shapers racing to
+	// create the same store). Default DefaultStartTimeout.
+	StartTimeout time.Duration
 	// ShutdownTimeout bounds the graceful part of shutdown. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// Timeout bounds each JetStream call on the admission path; past it the
@@ -139,6 +143,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = queue.DefaultTimeout
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout

@@ -43,9 +43,10 @@ type pipeline struct {
 	stopLease  context.CancelFunc // stops holding the policy's drain lease
 }
 
-// openPipeline opens p's streams (queue, deferred jobs, dead letters), its
-// gate and its drainers, passive until this shaper holds p's lease.
-func (s *Shaper) openPipeline(ctx context.Context, p policies.Policy) (*pipeline, error) {
+// openPipeline opens p's streams (queue, deferred jobs, dead letters) with
+// ctx, and its gate and its drainers, which run until runCtx ends, passive
+// until this shaper holds p's lease.
+func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*pipeline, error) {
 	qcfg := queue.Config{
 		Replicas:   s.cfg.Replicas,
 		MaxPayload: s.cfg.MaxPayload,
@@ -102,8 +103,8 @@ func (s *Shaper) openPipeline(ctx context.Context, p policies.Policy) (*pipeline
 		Passive:     true,
 	})
 	gate.Attach(line.drain, line.deferDrain)
-	line.drain.Start(ctx)
-	line.deferDrain.Start(ctx)
+	line.drain.Start(runCtx)
+	line.deferDrain.Start(runCtx)
 	return line, nil
 }
 

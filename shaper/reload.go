@@ -85,7 +85,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 	for _, p := range set.Policies() {
 		line := s.policies.line(p.Name)
 		if line == nil {
-			first, err := s.serve(ctx, p)
+			first, err := s.serve(ctx, ctx, p)
 			if err != nil {
 				rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not served: %v", p.Name, err))
 				s.log.Error("reload: new policy not served", "policy", p.Name, "err", err)

@@ -43,12 +43,14 @@ type Shaper struct {
 	dead     *deadletter.Store
 	cluster  *cluster.Cluster
 
-	srv     *server.Server        // embedded JetStream, nil with an external one
-	nc      *nats.Conn            // nil until Run connects
-	js      jetstream.JetStream   // nil until Run connects
-	rdb     redis.UniversalClient // admission limiter state, nil without Redis
-	lost    chan error            // the NATS connection closed for good while serving
-	reloads chan reloadRequest    // Reload's requests, served by Run
+	srv      *server.Server        // embedded JetStream, nil with an external one
+	nc       *nats.Conn            // nil until Run connects
+	js       jetstream.JetStream   // nil until Run connects
+	rdb      redis.UniversalClient // admission limiter state, nil without Redis
+	lost     chan error            // the NATS connection closed for good while serving
+	reloads  chan reloadRequest    // Reload's requests, served by Run
+	handler  *handler              // the HTTP API: "starting" until open
+	starting startup               // the start-up step, for /readyz
 
 	httpAddr   atomic.Value // string, once listening
 	ready      chan struct{}
@@ -78,6 +80,7 @@ func New(cfg Config) (*Shaper, error) {
 		lost:     make(chan error, 1),
 		reloads:  make(chan reloadRequest),
 	}
+	s.handler = &handler{s: s}
 	s.ingress = ingress.New(ingress.Config{
 		Gate:    s.policies.gate,
 		Serving: s.serving.Load,
@@ -134,6 +137,19 @@ func (s *Shaper) Run(ctx context.Context) error {
 		return &ConfigError{Field: "HTTPAddr", Err: fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)}
 	}
 	defer ln.Close()
+	s.httpAddr.Store(ln.Addr().String())
+	// Serve /healthz and /readyz (starting) at once: the full API comes
+	// when the streams are open, which may take retries.
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute, // a job body that trickles in for longer is cut off
+		IdleTimeout:       2 * time.Minute,
+	}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- hs.Serve(ln) }()
+	defer hs.Close()
+	s.starting.at("connecting to NATS")
 	if s.cfg.NATSURL == "" {
 		// One shaper per embedded store: a second would deliver every job again.
 		host, _ := os.Hostname()
@@ -171,22 +187,13 @@ func (s *Shaper) Run(ctx context.Context) error {
 			s.log.Warn("redis unreachable at start: admission limits fail open or closed per policy until it answers", "err", err)
 		}
 	}
-	s.httpAddr.Store(ln.Addr().String())
 	if err := s.open(runCtx); err != nil {
 		return abort(err)
 	}
-
-	hs := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute, // a job body that trickles in for longer is cut off
-		IdleTimeout:       2 * time.Minute,
-	}
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- hs.Serve(ln) }()
-
+	full := s.Handler()
+	s.handler.full.Store(&full)
+	s.starting.at("subscribing to NATS submissions")
 	if err := s.ingress.Subscribe(s.nc); err != nil {
-		hs.Close()
 		return abort(fmt.Errorf("shaper: nats ingress: %w", err))
 	}
 	s.serving.Store(true)
@@ -245,21 +252,32 @@ serving:
 // open opens the job records, the cluster's buckets, every policy's
 // pipeline and dead letters, applies the stored overrides and starts the
 // leases; on an error the caller stops what was started (Run's abort).
-func (s *Shaper) open(ctx context.Context) error {
-	var err error
-	if s.jobs, err = jobs.Open(ctx, s.js, s.cfg.JobTTL, s.cfg.Replicas, s.log); err != nil {
-		return fmt.Errorf("shaper: %w", err)
-	}
-	s.cluster, err = cluster.Open(ctx, s.js, cluster.Config{
-		Instance: s.cfg.InstanceID,
-		LeaseTTL: s.cfg.LeaseTTL,
-		Replicas: s.cfg.Replicas,
-		Logger:   s.log,
+func (s *Shaper) open(runCtx context.Context) error {
+	// Creating or binding the stores retries until the start-up deadline;
+	// what runs afterwards lives with runCtx.
+	ctx, cancel := context.WithTimeoutCause(runCtx, s.cfg.StartTimeout, errors.New("the start-up deadline passed"))
+	defer cancel()
+	err := s.retry(ctx, "opening the job records", func(ctx context.Context) (err error) {
+		s.jobs, err = jobs.Open(ctx, s.js, s.cfg.JobTTL, s.cfg.Replicas, s.log)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("shaper: %w", err)
 	}
-	if err := s.cluster.Claim(ctx, s.HTTPAddr()); err != nil {
+	err = s.retry(ctx, "opening the leases and overrides", func(ctx context.Context) (err error) {
+		s.cluster, err = cluster.Open(ctx, s.js, cluster.Config{
+			Instance: s.cfg.InstanceID,
+			LeaseTTL: s.cfg.LeaseTTL,
+			Replicas: s.cfg.Replicas,
+			Logger:   s.log,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("shaper: %w", err)
+	}
+	err = s.retry(ctx, "claiming the instance id", func(ctx context.Context) error { return s.cluster.Claim(ctx, s.HTTPAddr()) })
+	if err != nil {
 		if errors.Is(err, cluster.ErrInstanceInUse) {
 			return &ConfigError{Field: "InstanceID", Err: err}
 		}
@@ -276,23 +294,28 @@ func (s *Shaper) open(ctx context.Context) error {
 	s.policies.deadCount = s.dead.Count
 	var firsts []<-chan struct{}
 	for _, p := range s.cfg.Policies.Policies() {
-		first, err := s.serve(ctx, p)
+		first, err := s.serve(runCtx, ctx, p)
 		if err != nil {
 			return err
 		}
 		firsts = append(firsts, first)
 	}
-	follow, err := s.cluster.WatchOverrides(ctx, func(name string, p *policies.Policy) {
-		if err := s.policies.override(ctx, name, p, s.log); err != nil {
-			s.log.Error("policy override not applied", "policy", name, "err", err)
-		}
+	var follow func()
+	err = s.retry(ctx, "watching the policy overrides", func(context.Context) (err error) {
+		follow, err = s.cluster.WatchOverrides(runCtx, func(name string, p *policies.Policy) {
+			if err := s.policies.override(runCtx, name, p, s.log); err != nil {
+				s.log.Error("policy override not applied", "policy", name, "err", err)
+			}
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("shaper: %w", err)
 	}
+	s.starting.at("taking the drain leases")
 	s.background.Go(follow)
-	s.background.Go(func() { s.cluster.KeepMembership(ctx) })
-	s.background.Go(func() { s.policies.sweep(ctx) })
+	s.background.Go(func() { s.cluster.KeepMembership(runCtx) })
+	s.background.Go(func() { s.policies.sweep(runCtx) })
 	// A lone shaper drains from the moment it is ready.
 	for _, first := range firsts {
 		<-first
@@ -300,15 +323,20 @@ func (s *Shaper) open(ctx context.Context) error {
 	return nil
 }
 
-// serve opens p's pipeline, adds it to the policy table and starts holding
-// its drain lease (until ctx ends or the policy is removed). The returned
-// channel is closed once the first attempt at the lease is over.
-func (s *Shaper) serve(ctx context.Context, p policies.Policy) (<-chan struct{}, error) {
-	line, err := s.openPipeline(ctx, p)
+// serve opens p's pipeline (retrying until openCtx ends), adds it to the
+// policy table and starts holding its drain lease (until runCtx ends or the
+// policy is removed). The returned channel is closed once the first
+// attempt at the lease is over.
+func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-chan struct{}, error) {
+	var line *pipeline
+	err := s.retry(openCtx, "opening the streams of policy "+p.Name, func(ctx context.Context) (err error) {
+		line, err = s.openPipeline(runCtx, ctx, p)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
 	}
-	lctx, cancel := context.WithCancel(ctx)
+	lctx, cancel := context.WithCancel(runCtx)
 	line.stopLease = cancel
 	s.policies.add(p.Name, line)
 	first := make(chan struct{})

@@ -1,0 +1,114 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+)
+
+// DefaultStartTimeout bounds how long a Shaper keeps retrying to create or
+// bind its streams and buckets at start.
+const DefaultStartTimeout = 2 * time.Minute
+
+// Start-up retries: the first pause, the longest, and the bound of one try.
+const (
+	startBackoff    = 250 * time.Millisecond
+	startMaxBackoff = 5 * time.Second
+	startTry        = 10 * time.Second
+)
+
+// startup is what a starting Shaper shows on /readyz: the step it is at.
+type startup struct{ step atomic.Pointer[string] }
+
+func (st *startup) at(what string) { st.step.Store(&what) }
+
+func (st *startup) String() string {
+	if p := st.step.Load(); p != nil {
+		return *p
+	}
+	return "starting"
+}
+
+// retry runs open until it succeeds, retrying transient JetStream failures
+// with a doubling backoff (logged) until ctx ends or the start-up deadline
+// passes. Shapers started together on a fresh cluster race to create the
+// same streams and buckets; creating a new R3 store concurrently can hang
+// until the request's deadline, and the retry finds it made.
+func (s *Shaper) retry(ctx context.Context, what string, open func(context.Context) error) error {
+	s.starting.at(what)
+	wait := startBackoff
+	for attempt := 1; ; attempt++ {
+		tctx, cancel := context.WithTimeout(ctx, startTry)
+		err := open(tctx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				s.log.Info("start-up: done after retrying", "step", what, "attempts", attempt)
+			}
+			return nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn("start-up: failed, retrying", "step", what, "attempt", attempt, "retry_in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up after %d attempts: %v)", err, attempt, context.Cause(ctx))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, startMaxBackoff)
+	}
+}
+
+// transient reports whether a failure to create or bind a store may pass:
+// timeouts, no responders, a cluster electing or out of resources for now,
+// a concurrent creation. Refusals of the request itself are not.
+func transient(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return api.Code >= 500 || api.ErrorCode == jetstream.JSErrCodeStreamNameInUse
+	}
+	var cfg *ConfigError
+	if errors.As(err, &cfg) {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+		errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// handler serves the full API once the Shaper is open; until then
+// /healthz, and /readyz and every other route answer 503 with the start-up
+// step.
+type handler struct {
+	s    *Shaper
+	full atomic.Pointer[http.Handler]
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if full := h.full.Load(); full != nil {
+		(*full).ServeHTTP(w, r)
+		return
+	}
+	switch r.URL.Path {
+	case "/healthz":
+		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(h.s.started).Seconds())})
+	case "/readyz":
+		httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting: " + h.s.starting.String()})
+	default:
+		httpapi.WriteProblem(w, httpapi.Problem{Status: http.StatusServiceUnavailable, Detail: "the shaper is starting: " + h.s.starting.String()}, time.Second)
+	}
+}
