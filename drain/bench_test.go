@@ -116,11 +116,11 @@ policies:
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { sub.Unsubscribe() })
-	sink, err := drain.NewNATSSink(nc, drain.NATSConfig{})
+	sink, err := drain.NewNATSSink(nc, drain.NATSConfig{Subject: p.DeliverSubject()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.d = drain.New(r.q, sink, p, drain.Config{OnDeliver: r.onDeliver})
+	r.d = drain.New(r.q, sink, paceOf(p), drain.Config{OnDeliver: r.onDeliver})
 	r.d.Start(ctx)
 	b.Cleanup(r.d.Stop)
 

@@ -52,7 +52,7 @@ func (s *Shaper) openDeferral(ctx context.Context, rt *runtime, p policies.Polic
 		return fmt.Errorf("deferred stream: %w", err)
 	}
 	rt.deferQ = q
-	rt.deferD = drain.New(q, &readmitSink{s: s, rt: rt}, p, drain.Config{
+	rt.deferD = drain.New(q, &readmitSink{s: s, rt: rt}, paceOf(p), drain.Config{
 		Workers:     deferWorkers,
 		Logger:      s.log.With("path", "deferred"),
 		DeadLetter:  s.deadLetterFunc(rt, "deferred"),

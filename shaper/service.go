@@ -403,7 +403,7 @@ func (s *Shaper) openPolicy(ctx context.Context, p policies.Policy) (*runtime, e
 	if err := s.openDead(ctx, p.Name); err != nil {
 		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
 	}
-	rt.d = drain.New(q, sink, p, drain.Config{
+	rt.d = drain.New(q, sink, paceOf(p), drain.Config{
 		Workers:    s.cfg.Workers,
 		Logger:     s.log,
 		DeadLetter: s.deadLetterFunc(rt, "queue"),
@@ -417,6 +417,21 @@ func (s *Shaper) openPolicy(ctx context.Context, p policies.Policy) (*runtime, e
 	rt.d.Start(ctx)
 	rt.deferD.Start(ctx)
 	return rt, nil
+}
+
+// paceOf returns the pace p's drainers deliver at: its outflow per key,
+// its total cap, and its retry bounds.
+func paceOf(p policies.Policy) drain.Pace {
+	return drain.Pace{
+		Interval: p.Outflow.Interval(),
+		Total:    p.Total.Interval(),
+		Retry: drain.Retry{
+			Attempts:   p.Retry.Attempts,
+			Backoff:    p.Retry.Backoff,
+			MaxBackoff: p.Retry.MaxBackoff,
+			Deadline:   p.Retry.Deadline,
+		},
+	}
 }
 
 func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, error) {
@@ -440,6 +455,7 @@ func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, er
 		}
 	}
 	return drain.NewNATSSink(s.nc, drain.NATSConfig{
+		Subject: p.DeliverSubject(),
 		Stream:  p.Deliver.Stream != "",
 		Confirm: p.Deliver.Confirm,
 		Timeout: p.Deliver.Timeout,

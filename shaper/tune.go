@@ -110,8 +110,8 @@ func (s *Shaper) applyPolicy(ctx context.Context, p policies.Policy, override bo
 	}
 	rt.pol.Store(&p)
 	rt.override.Store(override)
-	rt.d.SetPolicy(p)
-	rt.deferD.SetPolicy(p)
+	rt.d.SetPace(paceOf(p))
+	rt.deferD.SetPace(paceOf(p))
 	s.mu.Lock()
 	s.set, _ = s.set.With(p)
 	s.mu.Unlock()
