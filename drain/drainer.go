@@ -101,6 +101,7 @@ type Drainer struct {
 	pace      Pace
 	hold      time.Duration // how long a delivered job keeps its slot
 	keys      map[string]*keyState
+	spare     []*keyState // forgotten keys, for reuse
 	heap      keyHeap
 	totalNext time.Time // the next slot under the total cap
 	draining  bool
@@ -112,8 +113,9 @@ type Drainer struct {
 	stopped   bool               // Stop was called: nothing more is due
 	cancel    context.CancelFunc // ends the watch, and the goroutines of Start
 
-	kick  chan struct{}
-	tasks chan *step
+	kick        chan struct{}
+	tasks       chan *step
+	drivenSteps []*step // Advance's steps at hand, kept for their room
 
 	delivered atomic.Uint64
 	failures  atomic.Uint64

@@ -40,10 +40,19 @@ type keyState struct {
 	notified uint64              // highest sequence Watch reported
 	early    map[uint64]struct{} // removed before Watch reported them
 	depth    int64               // jobs stored for the key, as far as the drainer saw
+
+	step step // the key's step, reused: a key is in one step at a time
 }
 
 func newKeyState(token, name string) *keyState {
 	return &keyState{token: token, name: name, index: -1}
+}
+
+// reuse makes k the state of a new key, keeping the room of its slices.
+func (k *keyState) reuse(token, name string) {
+	seqs, pend, s := k.seqs[:0], k.pend[:0], k.step
+	*k = keyState{token: token, name: name, index: -1, seqs: seqs, pend: pend}
+	k.step.remove, k.step.exact, k.step.missing = s.remove[:0], s.exact[:0], s.missing[:0]
 }
 
 // notice records that Watch reported the job at seq. news is false for a
@@ -123,16 +132,16 @@ func (k *keyState) headAt(m *queue.Msg, now time.Time, interval time.Duration) {
 	k.wake = false
 }
 
-// readPlan returns the sequences to read the head at, in order, when the
-// head is read from sequence from on: the first few Watch reported. Those
-// below from are forgotten (delivered or skipped).
-func (k *keyState) readPlan(from uint64) []uint64 {
+// readPlan appends to plan the sequences to read the head at, in order,
+// when the head is read from sequence from on: the first few Watch
+// reported. Those below from are forgotten (delivered or skipped).
+func (k *keyState) readPlan(plan []uint64, from uint64) []uint64 {
 	i := 0
 	for i < len(k.seqs) && k.seqs[i] < from {
 		i++
 	}
 	k.seqs = k.seqs[i:]
-	return slices.Clone(k.seqs[:min(len(k.seqs), readAhead)])
+	return append(plan, k.seqs[:min(len(k.seqs), readAhead)]...)
 }
 
 // readAhead is how many reported sequences one step tries at most before

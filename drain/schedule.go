@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/shaper-dev/shaper/queue"
@@ -16,9 +15,13 @@ import (
 func (d *Drainer) schedule(ctx context.Context) {
 	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
+	var steps []*step
 	for {
 		now := d.clock.Now()
-		steps, next, ok := d.due(now)
+		clear(steps)
+		var next time.Time
+		var ok bool
+		steps, next, ok = d.due(now, steps[:0])
 		for _, s := range steps {
 			select {
 			case d.tasks <- s:
@@ -74,13 +77,15 @@ func (d *Drainer) Advance(ctx context.Context, now time.Time) (next time.Time, o
 		return time.Time{}, false
 	}
 	for ctx.Err() == nil {
-		steps, next, ok := d.due(now)
+		steps, next, ok := d.due(now, d.drivenSteps[:0])
+		d.drivenSteps = steps
 		if len(steps) == 0 {
 			return next, ok
 		}
 		for _, s := range steps {
 			d.runStep(ctx, s)
 		}
+		clear(steps)
 	}
 	return d.nextDue()
 }
@@ -123,13 +128,14 @@ func (d *Drainer) drive() bool {
 	return true
 }
 
-// due pops every key whose time has come, turning each into a step, and
-// returns when the next key falls due (ok false: none is waiting).
-func (d *Drainer) due(now time.Time) (steps []*step, next time.Time, ok bool) {
+// due pops every key whose time has come, turning each into a step
+// appended to steps, and returns when the next key falls due (ok false:
+// none is waiting).
+func (d *Drainer) due(now time.Time, steps []*step) (_ []*step, next time.Time, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.draining || !d.active || d.stopped {
-		return nil, time.Time{}, false
+		return steps, time.Time{}, false
 	}
 	for d.heap.Len() > 0 && !d.heap[0].at.After(now) {
 		k := heap.Pop(&d.heap).(*keyState)
@@ -147,7 +153,7 @@ func (d *Drainer) due(now time.Time) (steps []*step, next time.Time, ok bool) {
 // busy; or, when nothing of k is due after all, places k again and returns
 // nil.
 func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
-	s := &step{k: k}
+	s := k.step.reset(k)
 	switch {
 	case k.held != nil && k.deadReason != "" && !k.due.After(now):
 		s.deadLetter, s.reason, s.history = k.held, k.deadReason, k.history
@@ -170,18 +176,18 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 		s.read, s.from = true, k.held.Seq+1
 	}
 	if len(k.pend) > 0 && (s.deliver != nil || s.deadLetter != nil || !k.pendingAt.After(now)) {
-		s.remove = slices.Clone(k.pend)
+		s.remove = append(s.remove, k.pend...)
 	}
 	if k.fetch && !k.fetchAt.After(now) && k.held == nil {
 		s.read, s.from = true, k.from
 		k.fetch = false
 	}
-	if s.deliver == nil && s.deadLetter == nil && s.remove == nil && !s.read {
+	if s.deliver == nil && s.deadLetter == nil && len(s.remove) == 0 && !s.read {
 		d.place(k, now) // nothing due (only pacing lapsed)
 		return nil
 	}
 	if s.read {
-		s.exact = k.readPlan(s.from)
+		s.exact = k.readPlan(s.exact, s.from)
 	}
 	k.busy = true
 	d.inflight++
@@ -302,11 +308,38 @@ func (d *Drainer) place(k *keyState, now time.Time) {
 	d.heap.drop(k)
 	switch {
 	case k.idle() && !now.Before(k.next):
-		delete(d.keys, k.token)
+		d.forget(k)
 	case k.idle():
 		d.heap.place(k, k.next) // look again when its pacing has lapsed
 	}
 }
+
+// newKey adds the state of a key first seen, reusing one forgotten before.
+// d.mu must be held.
+func (d *Drainer) newKey(token, name string) *keyState {
+	var k *keyState
+	if n := len(d.spare); n > 0 {
+		k, d.spare = d.spare[n-1], d.spare[:n-1]
+		k.reuse(token, name)
+	} else {
+		k = newKeyState(token, name)
+	}
+	d.keys[token] = k
+	return k
+}
+
+// forget drops k, out of the heap and not busy, keeping it for reuse.
+// d.mu must be held.
+func (d *Drainer) forget(k *keyState) {
+	delete(d.keys, k.token)
+	if len(d.spare) < maxSpareKeys {
+		d.spare = append(d.spare, k)
+	}
+}
+
+// maxSpareKeys bounds the states of forgotten keys kept for reuse: keys
+// that come and go (a job now and then each) cost no allocation.
+const maxSpareKeys = 1024
 
 // notice records a job Watch saw stored, and wakes an idle key.
 func (d *Drainer) notice(n queue.Notice) {
@@ -320,8 +353,7 @@ func (d *Drainer) notice(n queue.Notice) {
 		}
 		// Watch reports every job of the queue, in order, from the first:
 		// a key's state made at its first notice knows all its jobs.
-		k = newKeyState(n.Token, name)
-		d.keys[n.Token] = k
+		k = d.newKey(n.Token, name)
 	}
 	news, counted := k.notice(n.Seq)
 	if !news {
@@ -396,7 +428,7 @@ func (d *Drainer) resync(ctx context.Context) {
 		d.queued += k.depth
 		if k.depth == 0 && !k.busy && k.held == nil {
 			d.heap.drop(k)
-			delete(d.keys, token)
+			d.forget(k)
 		}
 	}
 }

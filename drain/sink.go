@@ -29,7 +29,8 @@ func (d *Delivery) Header() nats.Header { return d.Msg.Headers(d.Policy) }
 // An error wrapping a *RetryAfterError asks the drainer to pause the key, a
 // *GiveUpError to dead-letter the job. Deliver is called without the
 // Drainer's lock held, and may call the Drainer as a callback may (see the
-// package docs). Implementations must be safe for concurrent use.
+// package docs). It must not keep d once it returned. Implementations must
+// be safe for concurrent use.
 type Sink interface {
 	Deliver(ctx context.Context, d *Delivery) error
 }

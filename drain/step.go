@@ -35,6 +35,15 @@ type step struct {
 	readErr  error
 	missing  []uint64 // exact sequences found gone
 	failure  *Event   // the failed delivery, reported once complete
+
+	delivery Delivery // what the sink is handed
+}
+
+// reset empties s for a new step of k, keeping its slices' room.
+func (s *step) reset(k *keyState) *step {
+	remove, exact, missing := s.remove[:0], s.exact[:0], s.missing[:0]
+	*s = step{k: k, remove: remove, exact: exact, missing: missing}
+	return s
 }
 
 // run does s's I/O, without the Drainer's lock, and reports a delivery or
@@ -42,7 +51,8 @@ type step struct {
 func (d *Drainer) run(ctx context.Context, s *step) {
 	if s.deliver != nil {
 		s.started = d.clock.Now()
-		s.err = d.sink.Deliver(ctx, &Delivery{Policy: d.policy, Token: s.k.token, Msg: s.deliver})
+		s.delivery = Delivery{Policy: d.policy, Token: s.k.token, Msg: s.deliver}
+		s.err = d.sink.Deliver(ctx, &s.delivery)
 		if s.err != nil {
 			s.read = false
 		} else {
