@@ -59,31 +59,19 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-func TestTrimOldest(t *testing.T) {
+func TestRetryBounds(t *testing.T) {
 	tests := []struct {
-		seqs []uint64
-		hw   uint64
-		keep int
-		want []uint64
+		retry             Retry
+		base, wantCeiling time.Duration
 	}{
-		{[]uint64{1, 2, 3, 4}, 4, 2, []uint64{3, 4}},
-		{[]uint64{1, 2, 3, 7, 9}, 4, 1, []uint64{3, 7, 9}}, // 7 and 9 came after the count
-		{[]uint64{1, 2, 3}, 3, 5, []uint64{1, 2, 3}},       // more counted than known: keep all
-		{[]uint64{5, 6}, 4, 0, []uint64{5, 6}},             // all after the count
-		{[]uint64{1, 2, 3, 4}, 4, 0, []uint64{}},
+		{Retry{}, DefaultRetryBackoff, DefaultRetryMaxBackoff},
+		{Retry{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}, 100 * time.Millisecond, time.Second},
+		{Retry{Backoff: 2 * time.Minute}, 2 * time.Minute, 2 * time.Minute},
+		{Retry{Backoff: time.Second, MaxBackoff: time.Millisecond}, time.Second, DefaultRetryMaxBackoff},
 	}
 	for _, tt := range tests {
-		got := append([]uint64(nil), tt.seqs...)
-		trimOldest(&got, tt.hw, tt.keep)
-		if len(got) != len(tt.want) {
-			t.Errorf("trimOldest(%v, %d, %d) = %v, want %v", tt.seqs, tt.hw, tt.keep, got, tt.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tt.want[i] {
-				t.Errorf("trimOldest(%v, %d, %d) = %v, want %v", tt.seqs, tt.hw, tt.keep, got, tt.want)
-				break
-			}
+		if base, ceiling := tt.retry.bounds(); base != tt.base || ceiling != tt.wantCeiling {
+			t.Errorf("%+v.bounds() = %v, %v; want %v, %v", tt.retry, base, ceiling, tt.base, tt.wantCeiling)
 		}
 	}
 }
