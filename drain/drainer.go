@@ -109,7 +109,7 @@ type Drainer struct {
 	inflight  int
 	queued    int64
 	idle      chan struct{}      // closed when draining and nothing is in flight
-	mode      int                // how steps run: modeNone until Start or Advance
+	mode      runMode            // how steps run: modeNone until Start or Advance
 	stopped   bool               // Stop was called: nothing more is due
 	cancel    context.CancelFunc // ends the watch, and the goroutines of Start
 
@@ -127,11 +127,14 @@ type Drainer struct {
 	wg                  sync.WaitGroup
 }
 
-// Modes of a Drainer: how it runs its steps.
+// runMode is how a Drainer runs its steps.
+type runMode uint8
+
+// Modes of a Drainer.
 const (
-	modeNone    = iota
-	modeStarted // Start: scheduler goroutine and workers
-	modeDriven  // Advance: the caller's goroutine
+	modeNone    runMode = iota
+	modeStarted         // Start: scheduler goroutine and workers
+	modeDriven          // Advance: the caller's goroutine
 )
 
 // New returns a Drainer for the jobs of q, delivered to sink at pace.

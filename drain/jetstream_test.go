@@ -143,7 +143,7 @@ func (r *rig) wait(n int, timeout time.Duration) []delivery {
 
 // waitFor waits until cond holds, looking every few milliseconds, and fails
 // the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -263,4 +263,11 @@ func unique(ds []delivery) []delivery {
 		}
 	}
 	return out
+}
+
+// The NATS sink needs the subject prefix its deliveries go under.
+func TestNATSSinkNeedsSubject(t *testing.T) {
+	if _, err := drain.NewNATSSink(nil, drain.NATSConfig{}); err == nil {
+		t.Errorf("NewNATSSink without a subject = nil error, want one")
+	}
 }

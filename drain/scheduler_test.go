@@ -233,3 +233,51 @@ func TestRetryAfterPausesOneKey(t *testing.T) {
 		}
 	})
 }
+
+// Started, with the worker pool busy: 1,000 keys at 1/s for 30 virtual
+// seconds, topped up from OnDeliver; every key gets exactly its 30
+// deliveries, each in its slot. (TestAdvanceThousandKeysThousandSeconds
+// runs the same scheduler driven, for 1,000 seconds.)
+func TestManyKeysStarted(t *testing.T) {
+	const (
+		keys    = 1000
+		seconds = 30
+	)
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu     sync.Mutex
+			counts = map[string]int{}
+			off    int
+			q      *drain.MemQueue
+		)
+		start := time.Now()
+		r := newMemRig(t, 4, drain.Pace{Interval: time.Second}, drain.Config{OnDeliver: func(ev drain.Event) {
+			mu.Lock()
+			if !ev.Started.Equal(start.Add(time.Duration(counts[ev.Key]) * time.Second)) {
+				off++
+			}
+			counts[ev.Key]++
+			mu.Unlock()
+			if _, err := q.Admit(context.Background(), queue.Job{Key: ev.Key}); err != nil {
+				t.Errorf("top-up of %s: %v", ev.Key, err)
+			}
+		}})
+		q = r.q
+		for i := range keys {
+			r.admit(fmt.Sprint("k", i), 2)
+		}
+		r.d.Start(t.Context())
+		elapse(seconds*time.Second - time.Nanosecond)
+		r.d.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(counts) != keys || off != 0 {
+			t.Errorf("%d keys delivered, %d deliveries off their slot; want %d, 0", len(counts), off, keys)
+		}
+		for k, n := range counts {
+			if n != seconds {
+				t.Errorf("key %s: %d deliveries in %d s at 1/s, want %d", k, n, seconds, seconds)
+			}
+		}
+	})
+}
