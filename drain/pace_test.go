@@ -7,7 +7,7 @@ import (
 
 func TestNextSlot(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	iv := 50 * time.Millisecond
+	interval := 50 * time.Millisecond
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	steps := []struct {
 		name string
@@ -22,7 +22,7 @@ func TestNextSlot(t *testing.T) {
 		{"starting exactly on a grid slot takes that cell", at(0), at(100), at(150)},
 	}
 	for _, st := range steps {
-		if got := nextSlot(st.s, st.a, iv); !got.Equal(st.want) {
+		if got := nextSlot(st.s, st.a, interval); !got.Equal(st.want) {
 			t.Errorf("%s: nextSlot(%v, %v) = %v, want %v", st.name, st.s.Sub(t0), st.a.Sub(t0), got.Sub(t0), st.want.Sub(t0))
 		}
 	}

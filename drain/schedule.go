@@ -69,7 +69,8 @@ func (d *Drainer) work(ctx context.Context) {
 // while Advance runs (it stamps Event.Started and paces with it), and now
 // must not go back. The first call starts the watch of the queue; with a
 // MemQueue, the Drainer then learns of each job before Admit returns, so a
-// replay is deterministic. Call it from one goroutine at a time, never from
+// replay is deterministic (with another Queue, Watch runs on a goroutine of
+// its own and jobs are learnt of as it reports them). Call it from one goroutine at a time, never from
 // a callback, and not on a started Drainer (it does nothing there). ctx
 // bounds the call: once it ends, no more steps start.
 func (d *Drainer) Advance(ctx context.Context, now time.Time) (next time.Time, ok bool) {
