@@ -70,7 +70,9 @@ func (d *Drainer) work(ctx context.Context) {
 // must not go back. The first call starts the watch of the queue; with a
 // MemQueue, the Drainer then learns of each job before Admit returns, so a
 // replay is deterministic (with another Queue, Watch runs on a goroutine of
-// its own and jobs are learnt of as it reports them). Call it from one goroutine at a time, never from
+// its own and jobs are learnt of as it reports them). A driven Drainer
+// that is passive counts the jobs stored but never reads the queue's
+// depths: that resync runs only when started. Call it from one goroutine at a time, never from
 // a callback, and not on a started Drainer (it does nothing there). ctx
 // bounds the call: once it ends, no more steps start.
 func (d *Drainer) Advance(ctx context.Context, now time.Time) (next time.Time, ok bool) {
