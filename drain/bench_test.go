@@ -116,11 +116,11 @@ policies:
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { sub.Unsubscribe() })
-	sink, err := drain.NewNATSSink(nc, drain.NATSConfig{})
+	sink, err := drain.NewNATSSink(nc, drain.NATSConfig{Subject: p.DeliverSubject()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.d = drain.New(r.q, sink, p, drain.Config{OnDeliver: r.onDeliver})
+	r.d = drain.New(r.q, sink, paceOf(p), drain.Config{OnDeliver: r.onDeliver})
 	r.d.Start(ctx)
 	b.Cleanup(r.d.Stop)
 
@@ -157,7 +157,7 @@ policies:
 		go func() {
 			defer wg.Done()
 			for i := g; i < benchKeys; i += benchFeeders {
-				time.Sleep(time.Until(start.Add(time.Duration(i) * interval / benchKeys)))
+				waitUntil(start.Add(time.Duration(i) * interval / benchKeys))
 				for range benchBacklog {
 					if err := r.admit(ctx, fmt.Sprintf("k%d", i)); err != nil {
 						b.Errorf("admit: %v", err)
@@ -168,8 +168,17 @@ policies:
 		}()
 	}
 	wg.Wait()
-	time.Sleep(max(5*interval, time.Second)) // every key in steady state
+	// Every key in steady state: five rounds delivered since.
+	rounds := r.d.Stats().Delivered + 5*benchKeys
+	waitFor(b, time.Minute, "five rounds of deliveries", func() bool { return r.d.Stats().Delivered >= rounds })
 	return r
+}
+
+// waitUntil blocks until the wall clock reaches at.
+func waitUntil(at time.Time) {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	<-t.C
 }
 
 // measure records the timing error of the next b.N deliveries.

@@ -1,45 +1,79 @@
 // Package drain is the leak of shaper's leaky buckets: it drains every key of
-// a policy's queue at the policy's fixed outflow rate, to a Sink.
+// a policy's queue at a fixed outflow rate, to a Sink.
+//
+// # The queue
+//
+// A Drainer reads its jobs through Queue, a small interface: a watch of every
+// job stored (Watch), the head read by its sequence (Get, LastSeq), freeing a
+// job's slot (Remove) and, while passive, the jobs stored per key
+// (TokenDepths). *queue.Queue keeps the jobs in NATS JetStream; MemQueue
+// keeps them in memory, with the same admission rule (Admit refuses a job for
+// a key at its limit, atomically, with queue.ErrFull), for replays and tests.
+// The Drainer knows nothing of subjects or streams: where a job goes is the
+// Sink's business (NATSSink publishes to <subject>.<key token>).
 //
 // # How a Drainer works
 //
-// A Drainer learns which keys have work from a headers-only watch of the
-// queue stream (queue.Queue.Watch). It keeps a small state per active key —
-// the head job read ahead of its slot, the key's next slot, the jobs whose
-// slots are still held — and a heap of keys ordered by when they next need
-// attention. One scheduler goroutine pops due keys and hands each a step to a
-// bounded pool of workers (Config.Workers); a key is never in two steps at
-// once, which keeps it FIFO. Thousands of active keys cost thousands of small
-// structs, not goroutines or JetStream consumers.
+// A Drainer learns which keys have work from the watch. It keeps a small
+// state per active key — the head job read ahead of its slot, the key's next
+// slot, the jobs whose slots are still held — and a heap of keys ordered by
+// when they next need attention. Scheduling is one loop: due pops every key
+// whose time has come and turns each into a step; the step runs (its I/O,
+// without the Drainer's lock); complete applies its results to the key and
+// puts the key back in the heap at its next event. A key is never in two
+// steps at once, which keeps it FIFO. Thousands of active keys cost
+// thousands of small structs, not goroutines or JetStream consumers.
 //
 // A step delivers the held job, frees the slots of jobs delivered before it,
 // and reads the key's next job. Because the head is read ahead, a delivery
-// starts at its slot without waiting on JetStream. The head is read by the
-// exact stream sequence Watch reported for the key (one index lookup), never
-// by searching the key's subject, which would scan every job stored after
-// the key's last one, of all keys. Watch reports every job from the stream's
+// starts at its slot without waiting on the queue. The head is read by the
+// exact sequence Watch reported for the key (one index lookup), never by
+// searching the key's subject, which would scan every job stored after the
+// key's last one, of all keys. Watch reports every job from the queue's
 // first, also while the Drainer is passive, so the list is complete. A job
-// not found is skipped only when the stream leader has stored past it and a
-// second read still misses it (in a cluster the watch's server may store a
-// job before the leader does): it was removed by the drainer this one took
-// over from. With a debug logger every job learnt of and every step is
-// logged.
+// not found is skipped only when the queue has stored past it (LastSeq) and
+// a second read still misses it (in a JetStream cluster the watch's server
+// may store a job before the leader does): it was removed by the drainer
+// this one took over from. With a debug logger every job learnt of and
+// every step is logged.
+//
+// # Started or driven
+//
+// Start runs the loop on goroutines: one scheduler that sleeps until the
+// next key falls due (or a job is stored) and a bounded pool of workers
+// (Config.Workers) that run the steps. Advance runs the same loop on the
+// caller's goroutine: every step due at the time given, then it says when
+// the Drainer next needs attention. A replay drives a Drainer over a
+// MemQueue that way on a virtual clock, through hours of traffic in seconds:
+// MemQueue reports each job from Admit itself, so the Drainer knows of it
+// before Admit returns, and a replay is deterministic.
+//
+// # Time
+//
+// The scheduler reads the time and gets its timers only through
+// Config.Clock (the time package's by default), and draws backoff jitter
+// only from Config.Jitter (math/rand/v2 by default). Under testing/synctest
+// the default clock is already virtual; a driven Drainer reads a virtual
+// clock the replay moves.
 //
 // # Several shapers
 //
 // A Drainer can be passive (Config.Passive, SetActive): it watches and
-// counts, so its owner can answer producers, but delivers nothing. The
-// shaper package makes exactly one drainer per policy active, by lease.
+// counts, so its owner can answer producers, but delivers nothing. It reads
+// the queue's depths every two seconds, since Watch does not report the
+// jobs the active drainer removes. The shaper package makes exactly one
+// drainer per policy active, by lease.
 //
 // # Pacing
 //
-// Slots of a key are one outflow interval apart and advance by the schedule,
+// Slots of a key are one Pace.Interval apart and advance by the schedule,
 // not by when a delivery happens to run, so under backlog the achieved rate
 // is the configured one; a drain that falls more than an interval behind
 // resumes on the key's own slot grid instead of bursting to catch up (see
-// nextSlot). With a policy Total, a due key must also take the policy's next
-// slot; keys get those slots in the order they fell due, so the cap is shared
-// fairly.
+// nextSlot). In any window of length T a key starts at most ⌈T/Interval⌉+1
+// deliveries. With Pace.Total, a due key must also take the policy's next
+// slot; keys get those slots in the order they fell due, so the cap is
+// shared fairly.
 //
 // A delivered job keeps its queue slot for the rest of its outflow slot (at
 // most Config.MaxSlotHold): a key's queue therefore behaves as a leaky bucket
@@ -49,7 +83,24 @@
 // # Failures
 //
 // A failed delivery leaves the job at the head of its key and retries it
-// after an exponential backoff with full jitter (the policy's retry backoff
-// and max_backoff); a *RetryAfterError from the sink pauses the key for the
-// time the downstream asked. Other keys go on at their rates.
+// after an exponential backoff with full jitter (Pace.Retry's Backoff and
+// MaxBackoff); a *RetryAfterError from the sink pauses the key for the time
+// the downstream asked. Other keys go on at their rates. With
+// Config.DeadLetter set, a job is given up on after Retry.Attempts failed
+// attempts, past Retry.Deadline, or when the sink returns a *GiveUpError:
+// it is handed to DeadLetter with the reason and the history of its
+// attempts, and leaves the queue once DeadLetter returned nil.
+//
+// # Callbacks
+//
+// Config.OnDeliver, Config.DeadLetter and Sink.Deliver run on the goroutine
+// that runs the step, without the Drainer's lock held. Per key they run one
+// at a time and in order: a job's failure is reported before its next
+// attempt, its dead letter or the key's next delivery can be, since the key
+// stays busy until its events are reported. From inside, a callback may call
+// Key, Stats, Active, SetActive and SetPace, and admit jobs to the queue
+// (MemQueue.Admit or *queue.Queue.Admit). It must not call Drain or Stop,
+// which wait for the steps in flight, its own included, nor Advance.
+// Config.Jitter is different: it is called with the lock held and must not
+// call the Drainer at all.
 package drain

@@ -1,7 +1,6 @@
 package drain
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -10,22 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
-)
-
-// Reasons a job is dead-lettered with.
-const (
-	ReasonDelivery = "delivery" // delivery attempts ran out
-	ReasonAttempts = "attempts" // deferral attempts ran out
-	ReasonDeadline = "deadline" // retry.deadline passed
 )
 
 // Defaults for the zero Config.
 const (
 	DefaultWorkers     = 32
 	DefaultMaxSlotHold = time.Second
-	// retryRead is the pause before reading a key's head again after JetStream failed.
+	// retryRead is the pause before reading a key's head again after the queue failed.
 	retryRead = time.Second
 )
 
@@ -33,24 +24,38 @@ const (
 // documented defaults.
 type Config struct {
 	// Workers bounds the steps (deliveries, reads, removals) in flight at
-	// once for the policy. Default DefaultWorkers.
+	// once for the policy, when started. Default DefaultWorkers.
 	Workers int
 	// MaxSlotHold bounds how long a delivered job keeps its queue slot.
 	// Default DefaultMaxSlotHold.
 	MaxSlotHold time.Duration
 	// Logger receives failures. Default: discard.
 	Logger *slog.Logger
-	// OnDeliver, when set, is called after every delivery attempt from the
-	// worker that made it. It must be fast and safe for concurrent use.
+	// Clock is where the scheduler reads the time and gets its timers.
+	// Default: the time package's clock.
+	Clock Clock
+	// Jitter returns the jitter of a retry's backoff, a number in [0,1).
+	// It is called with the Drainer's lock held, so it must not call the
+	// Drainer. Default: math/rand/v2's Float64.
+	Jitter func() float64
+	// OnDeliver, when set, is called after every delivery attempt and every
+	// dead-lettering, from the goroutine that ran the step, without the
+	// Drainer's lock held. Per key, events come in order, one at a time: a
+	// job's failure is reported before its next attempt starts, so before
+	// its dead-lettering or the key's next delivery. Events of different
+	// keys come concurrently when started. See the package docs for what
+	// it may call.
 	OnDeliver func(Event)
 
 	// DeadLetter, when set, receives a job the drainer gives up on: after
-	// the policy's retry.attempts failed attempts (reason FailReason), past
-	// its retry.deadline (reason "deadline"), or when the sink says so with
-	// a *GiveUpError. The job leaves the queue only once DeadLetter returned
-	// nil. Without DeadLetter failed jobs are retried for ever.
+	// Pace.Retry.Attempts failed attempts (reason FailReason), past its
+	// Pace.Retry.Deadline (reason ReasonDeadline), or when the sink says so
+	// with a *GiveUpError (its Reason). The job leaves the queue only once
+	// DeadLetter returned nil. Without DeadLetter failed jobs are retried
+	// for ever. It is called like OnDeliver, without the lock held.
 	DeadLetter func(ctx context.Context, m *queue.Msg, reason string, history []string) error
-	// FailReason is the dead-letter reason when attempts run out. Default "delivery".
+	// FailReason is the dead-letter reason when attempts run out. Default
+	// ReasonDelivery.
 	FailReason string
 	// CountPauses makes a pause the sink asks for (*RetryAfterError) count
 	// as a failed attempt and wait at least the backoff. By default a
@@ -61,7 +66,8 @@ type Config struct {
 	Passive bool
 }
 
-// Event describes one delivery attempt, for metrics and benchmarks.
+// Event describes one delivery attempt or dead-lettering, for metrics,
+// job records and benchmarks.
 type Event struct {
 	Key       string
 	ID        string
@@ -73,51 +79,66 @@ type Event struct {
 	Reason    string    // set when the job was dead-lettered instead
 }
 
-// Drainer drains every key of one policy's queue at the policy's outflow
-// rate, under its optional total cap, to a Sink. It runs one scheduler
-// goroutine and a bounded pool of workers however many keys are active, and
-// one headers-only watch of the queue to learn which keys have work. Jobs of
-// a key are delivered one at a time, in order; a job is removed from the
-// queue only after the sink accepted it.
+// Drainer drains every key of one policy's queue at the pace's outflow
+// interval, under its optional total cap, to a Sink. Started, it runs one
+// scheduler goroutine and a bounded pool of workers however many keys are
+// active, and one watch of the queue to learn which keys have work; driven
+// (Advance), it runs the same steps on the caller's goroutine. Jobs of a key
+// are delivered one at a time, in order; a job is removed from the queue
+// only after the sink accepted it.
 //
-// A Drainer is safe for concurrent use. Start it once; Drain and Stop are
-// idempotent.
+// A Drainer is safe for concurrent use. Start it once, or drive it with
+// Advance, not both; Drain and Stop are idempotent.
 type Drainer struct {
-	q    *queue.Queue
-	sink Sink
-	cfg  Config
-	log  *slog.Logger
+	q      Queue
+	sink   Sink
+	cfg    Config
+	clock  Clock
+	policy string
+	log    *slog.Logger
 
 	mu        sync.Mutex
-	pol       policies.Policy
-	interval  time.Duration // per key
-	totalIv   time.Duration // per policy, 0 without a cap
-	hold      time.Duration
+	pace      Pace
+	hold      time.Duration // how long a delivered job keeps its slot
 	keys      map[string]*keyState
+	spare     []*keyState // forgotten keys, for reuse
 	heap      keyHeap
-	totalNext time.Time
+	totalNext time.Time // the next slot under the total cap
 	draining  bool
 	active    bool
 	inflight  int
 	queued    int64
-	idle      chan struct{} // closed when draining and nothing is in flight
+	idle      chan struct{}      // closed when draining and nothing is in flight
+	mode      runMode            // how steps run: modeNone until Start or Advance
+	stopped   bool               // Stop was called: nothing more is due
+	cancel    context.CancelFunc // ends the watch, and the goroutines of Start
 
-	kick  chan struct{}
-	tasks chan *step
+	kick        chan struct{}
+	tasks       chan *step
+	drivenSteps []*step // Advance's steps at hand, kept for their room
 
 	delivered atomic.Uint64
-	failedN   atomic.Uint64
+	failures  atomic.Uint64
 	dead      atomic.Uint64
 
 	debug bool // log every stored job and every step (--log-level debug)
 
-	startOnce, stopOnce, drainOnce sync.Once
-	cancel                         context.CancelFunc
-	wg                             sync.WaitGroup
+	stopOnce, drainOnce sync.Once
+	wg                  sync.WaitGroup
 }
 
-// New returns a Drainer for the jobs of q, delivered to sink under policy p.
-func New(q *queue.Queue, sink Sink, p policies.Policy, cfg Config) *Drainer {
+// runMode is how a Drainer runs its steps.
+type runMode uint8
+
+// Modes of a Drainer.
+const (
+	modeNone    runMode = iota
+	modeStarted         // Start: scheduler goroutine and workers
+	modeDriven          // Advance: the caller's goroutine
+)
+
+// New returns a Drainer for the jobs of q, delivered to sink at pace.
+func New(q Queue, sink Sink, pace Pace, cfg Config) *Drainer {
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
@@ -127,6 +148,12 @@ func New(q *queue.Queue, sink Sink, p policies.Policy, cfg Config) *Drainer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
+	}
 	if cfg.FailReason == "" {
 		cfg.FailReason = ReasonDelivery
 	}
@@ -135,73 +162,72 @@ func New(q *queue.Queue, sink Sink, p policies.Policy, cfg Config) *Drainer {
 		q:      q,
 		sink:   sink,
 		cfg:    cfg,
-		log:    cfg.Logger.With("policy", p.Name),
+		clock:  cfg.Clock,
+		policy: q.Policy(),
+		log:    cfg.Logger.With("policy", q.Policy()),
 		keys:   make(map[string]*keyState),
 		idle:   make(chan struct{}),
 		kick:   make(chan struct{}, 1),
 		tasks:  make(chan *step, cfg.Workers),
 	}
 	d.debug = d.log.Enabled(context.Background(), slog.LevelDebug)
-	d.setPolicy(p)
+	d.setPace(pace)
 	return d
 }
 
-// seqOf returns m's sequence, 0 for nil, for the debug log.
-func seqOf(m *queue.Msg) uint64 {
-	if m == nil {
-		return 0
-	}
-	return m.Seq
-}
-
-// SetPolicy applies a changed rate or total cap; it takes effect from each
-// key's next slot.
-func (d *Drainer) SetPolicy(p policies.Policy) {
+// SetPace applies a changed pace; a new interval or total cap takes effect
+// from each key's next slot, new retry bounds from the next failure.
+func (d *Drainer) SetPace(p Pace) {
 	d.mu.Lock()
-	d.setPolicy(p)
+	d.setPace(p)
 	d.mu.Unlock()
 	d.wakeScheduler()
 }
 
-func (d *Drainer) setPolicy(p policies.Policy) {
-	d.pol = p
-	d.interval = p.Outflow.Interval()
-	d.totalIv = p.Total.Interval()
-	d.hold = slotHold(d.interval, d.cfg.MaxSlotHold)
+func (d *Drainer) setPace(p Pace) {
+	d.pace = p
+	d.hold = slotHold(p.Interval, d.cfg.MaxSlotHold)
 }
 
 // Start begins draining in the background; it returns at once. ctx bounds
-// the Drainer's whole life, like Stop.
+// the Drainer's whole life, like Stop. It does nothing on a Drainer already
+// started, driven or stopped.
 func (d *Drainer) Start(ctx context.Context) {
-	d.startOnce.Do(func() {
-		ctx, d.cancel = context.WithCancel(ctx)
-		d.wg.Add(3 + d.cfg.Workers)
-		go func() {
-			defer d.wg.Done()
-			d.resyncWhilePassive(ctx)
-		}()
-		go func() {
-			defer d.wg.Done()
-			if err := d.q.Watch(ctx, d.notice); err != nil {
-				d.log.Error("drain: watch failed: no new keys will be drained", "err", err)
-			}
-		}()
-		go func() {
-			defer d.wg.Done()
-			d.schedule(ctx)
-		}()
-		for range d.cfg.Workers {
-			go func() {
-				defer d.wg.Done()
-				d.work(ctx)
-			}()
+	d.mu.Lock()
+	if d.mode != modeNone || d.stopped {
+		d.mu.Unlock()
+		return
+	}
+	d.mode = modeStarted
+	ctx, d.cancel = context.WithCancel(ctx)
+	d.wg.Add(3 + d.cfg.Workers)
+	d.mu.Unlock()
+	go func() {
+		defer d.wg.Done()
+		d.resyncWhilePassive(ctx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		if err := d.q.Watch(ctx, d.notice); err != nil {
+			d.log.Error("drain: watch failed: no new keys will be drained", "err", err)
 		}
-	})
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.schedule(ctx)
+	}()
+	for range d.cfg.Workers {
+		go func() {
+			defer d.wg.Done()
+			d.work(ctx)
+		}()
+	}
 }
 
 // Drain stops starting deliveries, waits until those in flight have ended,
-// and frees the slots of delivered jobs. Queued jobs stay in JetStream. It
-// returns early with ctx's error.
+// and frees the slots of delivered jobs. Queued jobs stay in the queue. It
+// returns early with ctx's error. It must not be called from a callback:
+// it would wait for the step calling back.
 func (d *Drainer) Drain(ctx context.Context) error {
 	d.drainOnce.Do(func() {
 		d.mu.Lock()
@@ -237,86 +263,19 @@ func (d *Drainer) Drain(ctx context.Context) error {
 }
 
 // Stop ends the Drainer at once and waits for its goroutines. A delivery cut
-// short stays queued and is delivered again later.
+// short stays queued and is delivered again later. It must not be called
+// from a callback.
 func (d *Drainer) Stop() {
 	d.stopOnce.Do(func() {
-		if d.cancel != nil {
-			d.cancel()
+		d.mu.Lock()
+		d.stopped = true
+		cancel := d.cancel
+		d.mu.Unlock()
+		if cancel != nil {
+			cancel()
 		}
 		d.wg.Wait()
 	})
-}
-
-// resyncPeriod is how often a passive Drainer reads its keys' depths from
-// JetStream: it sees every job stored, through Watch, but not the jobs the
-// active drainer (on another shaper) removes.
-const resyncPeriod = 2 * time.Second
-
-func (d *Drainer) resyncWhilePassive(ctx context.Context) {
-	t := time.NewTicker(resyncPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if d.Active() {
-			continue
-		}
-		// Note what was reported before asking: jobs reported later are not
-		// in the answer's counts.
-		d.mu.Lock()
-		seen := make(map[string]uint64, len(d.keys))
-		for tok, k := range d.keys {
-			seen[tok] = k.notified
-		}
-		d.mu.Unlock()
-		depths, err := d.q.TokenDepths(ctx)
-		if err != nil {
-			continue
-		}
-		d.mu.Lock()
-		if !d.active {
-			d.queued = 0
-			for tok, k := range d.keys {
-				hw, ok := seen[tok]
-				if !ok {
-					d.queued += k.depth // made after the snapshot: its count is its own
-					continue
-				}
-				k.depth = int64(depths[tok]) + int64(countAbove(k.seqs, hw))
-				d.queued += k.depth
-				// The active drainer removes a key's jobs oldest first: of the
-				// jobs reported before the snapshot, the ones left are the
-				// newest depths[tok].
-				trimOldest(&k.seqs, hw, int(depths[tok]))
-				if k.depth == 0 && !k.busy && k.held == nil {
-					d.heap.drop(k)
-					delete(d.keys, tok)
-				}
-			}
-		}
-		d.mu.Unlock()
-	}
-}
-
-// countAbove counts the sequences in seqs (ascending) above hw.
-func countAbove(seqs []uint64, hw uint64) int {
-	n := 0
-	for i := len(seqs) - 1; i >= 0 && seqs[i] > hw; i-- {
-		n++
-	}
-	return n
-}
-
-// trimOldest drops the oldest of the sequences at or below hw in *seqs
-// (ascending), keeping keep of them and every sequence above hw.
-func trimOldest(seqs *[]uint64, hw uint64, keep int) {
-	upTo := len(*seqs) - countAbove(*seqs, hw)
-	if drop := upTo - keep; drop > 0 {
-		*seqs = append((*seqs)[:0], (*seqs)[drop:]...)
-	}
 }
 
 // Stats is a snapshot of a Drainer's figures.
@@ -329,7 +288,8 @@ type Stats struct {
 	InFlight  int    `json:"in_flight"` // steps running now
 }
 
-// Stats returns the Drainer's current figures.
+// Stats returns the Drainer's current figures. A delivery or dead letter
+// counts from just before its event is reported.
 func (d *Drainer) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -339,7 +299,7 @@ func (d *Drainer) Stats() Stats {
 			n++
 		}
 	}
-	return Stats{Keys: n, Queued: d.queued, Delivered: d.delivered.Load(), Failed: d.failedN.Load(), Dead: d.dead.Load(), InFlight: d.inflight}
+	return Stats{Keys: n, Queued: d.queued, Delivered: d.delivered.Load(), Failed: d.failures.Load(), Dead: d.dead.Load(), InFlight: d.inflight}
 }
 
 // KeyStatus is what a Drainer can tell about one key, for the answers to
@@ -359,27 +319,9 @@ func (d *Drainer) Key(token string, now time.Time) KeyStatus {
 	defer d.mu.Unlock()
 	k := d.keys[token]
 	if k == nil {
-		return KeyStatus{RoomIn: d.interval}
+		return KeyStatus{RoomIn: d.pace.Interval}
 	}
-	st := KeyStatus{Queued: k.depth, Waiting: max(k.depth-int64(len(k.pend)), 0), Seen: k.notified}
-	var room time.Time
-	switch {
-	case len(k.pend) > 0:
-		room = k.pendingAt
-	case k.held != nil:
-		room = k.due.Add(d.hold)
-	case k.busy:
-		room = now.Add(d.hold)
-	default:
-		room = maxTime(k.next, now).Add(d.hold)
-	}
-	st.RoomIn = max(room.Sub(now), 0)
-	next := maxTime(k.next, now)
-	if k.held != nil {
-		next = maxTime(k.due, now)
-	}
-	st.NextIn = next.Sub(now)
-	return st
+	return k.status(now, d.hold)
 }
 
 // SetActive starts (true) or stops (false) deliveries, leaving the watch of
@@ -390,19 +332,19 @@ func (d *Drainer) SetActive(active bool) {
 	d.mu.Lock()
 	if d.active != active {
 		d.active = active
-		now := time.Now()
+		now := d.clock.Now()
 		for _, k := range d.keys {
 			if k.busy {
 				continue
 			}
-			k.held, k.bury, k.fails, k.history = nil, "", 0, nil
+			k.held, k.deadReason, k.failures, k.history = nil, "", 0, nil
 			k.reserved = false
 			// k.seqs stays: jobs another drainer removed meanwhile are skipped
 			// when their read finds them gone.
 			if active && k.depth > 0 {
 				k.fetch, k.fetchAt = true, now
 			}
-			d.place(k)
+			d.place(k, now)
 		}
 	}
 	d.mu.Unlock()
@@ -423,98 +365,10 @@ func (d *Drainer) wakeScheduler() {
 	}
 }
 
-// notice records a job Watch saw stored, and wakes an idle key.
-func (d *Drainer) notice(n queue.Notice) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	k := d.keys[n.Token]
-	if k == nil {
-		name, err := n.Key()
-		if err != nil {
-			return // not a job Admit stored: no key to drain it under
-		}
-		// Watch reports every job of the stream, in order, from the first:
-		// a key's state made at its first notice knows all its jobs.
-		k = &keyState{token: n.Token, name: name, idx: -1}
-		d.keys[n.Token] = k
+// seqOf returns m's sequence, 0 for nil, for the debug log.
+func seqOf(m *queue.Msg) uint64 {
+	if m == nil {
+		return 0
 	}
-	if n.Seq <= k.notified {
-		return
-	}
-	k.notified = n.Seq
-	if n.Seq >= k.from {
-		k.seqs = append(k.seqs, n.Seq)
-	}
-	if _, ok := k.early[n.Seq]; ok {
-		delete(k.early, n.Seq)
-	} else {
-		k.depth++
-		d.queued++
-	}
-	if d.debug {
-		d.log.Debug("drain: stored", "key", k.name, "seq", n.Seq, "depth", k.depth, "busy", k.busy,
-			"held", seqOf(k.held), "fetch", k.fetch, "active", d.active)
-	}
-	switch {
-	case k.busy:
-		k.wake = true
-	case k.held == nil && !k.fetch && d.active:
-		k.fetch = true
-		k.fetchAt = time.Now()
-		d.place(k)
-		d.wakeScheduler()
-	}
+	return m.Seq
 }
-
-// removed records that the job at seq of k left the queue.
-func (d *Drainer) removed(k *keyState, seq uint64) {
-	if seq <= k.notified {
-		k.depth--
-		d.queued--
-		return
-	}
-	if k.early == nil {
-		k.early = make(map[uint64]struct{})
-	}
-	k.early[seq] = struct{}{}
-}
-
-// place puts k in the heap at its next event, out of it when busy, and
-// forgets a key that has nothing left to do once its pacing no longer matters.
-func (d *Drainer) place(k *keyState) {
-	if k.busy {
-		d.heap.drop(k)
-		return
-	}
-	if at, ok := k.nextEvent(); ok {
-		d.heap.place(k, at)
-		return
-	}
-	d.heap.drop(k)
-	if k.depth <= 0 && len(k.early) == 0 && !time.Now().Before(k.next) {
-		delete(d.keys, k.token)
-	} else if k.depth <= 0 && len(k.early) == 0 {
-		d.heap.place(k, k.next) // look again when its pacing has lapsed
-	}
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// retryWait is the pause before the next attempt after fails failed deliveries.
-func (d *Drainer) retryWait(fails int) time.Duration {
-	base, ceil := d.pol.Retry.Backoff, d.pol.Retry.MaxBackoff
-	if base <= 0 {
-		base = policies.DefaultRetryBackoff
-	}
-	if ceil < base {
-		ceil = max(base, policies.DefaultRetryMaxBackoff)
-	}
-	return backoff(fails, base, ceil, rand.Float64())
-}
-
-var _ heap.Interface = (*keyHeap)(nil)

@@ -2,6 +2,64 @@ package drain
 
 import "time"
 
+// Defaults of a zero Retry.
+const (
+	DefaultRetryBackoff    = time.Second
+	DefaultRetryMaxBackoff = time.Minute
+)
+
+// Pace is how a Drainer paces deliveries and retries failed ones. It is a
+// plain value. The zero Pace delivers every job as soon as it can, never
+// gives up on a failing job, and retries it after the default backoff.
+type Pace struct {
+	// Interval is the time between two deliveries of one key: the inverse
+	// of the key's outflow rate. 0 means no pacing.
+	Interval time.Duration
+	// Total is the time between two deliveries over all keys: the inverse
+	// of a total cap on the outflow. 0 means no cap.
+	Total time.Duration
+	// Retry says how failed deliveries are retried.
+	Retry Retry
+}
+
+// Retry bounds how often and how long a failed delivery is retried. The
+// zero Retry retries for ever, after DefaultRetryBackoff doubling up to
+// DefaultRetryMaxBackoff.
+type Retry struct {
+	// Attempts is how many failed attempts of a job make the Drainer give
+	// up on it (dead-letter it, with Config.DeadLetter set). 0 means never.
+	Attempts int
+	// Backoff is the pause after the first failed attempt; it doubles with
+	// each further failure, with full jitter. 0 means DefaultRetryBackoff.
+	Backoff time.Duration
+	// MaxBackoff caps the pause. Below Backoff it means the larger of
+	// Backoff and DefaultRetryMaxBackoff.
+	MaxBackoff time.Duration
+	// Deadline is how long after its EnqueuedAt a job may still be retried
+	// before it is dead-lettered. 0 means no deadline.
+	Deadline time.Duration
+}
+
+// bounds returns the backoff's first pause and its ceiling, defaults
+// applied.
+func (r Retry) bounds() (base, ceiling time.Duration) {
+	base, ceiling = r.Backoff, r.MaxBackoff
+	if base <= 0 {
+		base = DefaultRetryBackoff
+	}
+	if ceiling < base {
+		ceiling = max(base, DefaultRetryMaxBackoff)
+	}
+	return base, ceiling
+}
+
+// wait returns the pause before the next attempt after failures failed
+// ones, with jitter j in [0,1).
+func (r Retry) wait(failures int, j float64) time.Duration {
+	base, ceiling := r.bounds()
+	return backoff(failures, base, ceiling, j)
+}
+
 // nextSlot returns the earliest start of the delivery after one scheduled
 // for s that started at a, for slots every interval: s+interval while the
 // drain keeps time; when it fell more than a whole interval behind, the
@@ -18,8 +76,8 @@ func nextSlot(s, a time.Time, interval time.Duration) time.Time {
 	if !a.After(n) || interval <= 0 {
 		return n
 	}
-	k := a.Sub(s) / interval // whole intervals behind
-	return s.Add((k + 1) * interval)
+	behind := a.Sub(s) / interval // whole intervals behind
+	return s.Add((behind + 1) * interval)
 }
 
 // slotHold is how long a delivered job keeps its queue slot: the rest of its

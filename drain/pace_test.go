@@ -7,7 +7,7 @@ import (
 
 func TestNextSlot(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	iv := 50 * time.Millisecond
+	interval := 50 * time.Millisecond
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	steps := []struct {
 		name string
@@ -22,7 +22,7 @@ func TestNextSlot(t *testing.T) {
 		{"starting exactly on a grid slot takes that cell", at(0), at(100), at(150)},
 	}
 	for _, st := range steps {
-		if got := nextSlot(st.s, st.a, iv); !got.Equal(st.want) {
+		if got := nextSlot(st.s, st.a, interval); !got.Equal(st.want) {
 			t.Errorf("%s: nextSlot(%v, %v) = %v, want %v", st.name, st.s.Sub(t0), st.a.Sub(t0), got.Sub(t0), st.want.Sub(t0))
 		}
 	}
@@ -59,31 +59,19 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-func TestTrimOldest(t *testing.T) {
+func TestRetryBounds(t *testing.T) {
 	tests := []struct {
-		seqs []uint64
-		hw   uint64
-		keep int
-		want []uint64
+		retry             Retry
+		base, wantCeiling time.Duration
 	}{
-		{[]uint64{1, 2, 3, 4}, 4, 2, []uint64{3, 4}},
-		{[]uint64{1, 2, 3, 7, 9}, 4, 1, []uint64{3, 7, 9}}, // 7 and 9 came after the count
-		{[]uint64{1, 2, 3}, 3, 5, []uint64{1, 2, 3}},       // more counted than known: keep all
-		{[]uint64{5, 6}, 4, 0, []uint64{5, 6}},             // all after the count
-		{[]uint64{1, 2, 3, 4}, 4, 0, []uint64{}},
+		{Retry{}, DefaultRetryBackoff, DefaultRetryMaxBackoff},
+		{Retry{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}, 100 * time.Millisecond, time.Second},
+		{Retry{Backoff: 2 * time.Minute}, 2 * time.Minute, 2 * time.Minute},
+		{Retry{Backoff: time.Second, MaxBackoff: time.Millisecond}, time.Second, DefaultRetryMaxBackoff},
 	}
 	for _, tt := range tests {
-		got := append([]uint64(nil), tt.seqs...)
-		trimOldest(&got, tt.hw, tt.keep)
-		if len(got) != len(tt.want) {
-			t.Errorf("trimOldest(%v, %d, %d) = %v, want %v", tt.seqs, tt.hw, tt.keep, got, tt.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tt.want[i] {
-				t.Errorf("trimOldest(%v, %d, %d) = %v, want %v", tt.seqs, tt.hw, tt.keep, got, tt.want)
-				break
-			}
+		if base, ceiling := tt.retry.bounds(); base != tt.base || ceiling != tt.wantCeiling {
+			t.Errorf("%+v.bounds() = %v, %v; want %v, %v", tt.retry, base, ceiling, tt.base, tt.wantCeiling)
 		}
 	}
 }

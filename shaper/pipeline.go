@@ -85,7 +85,7 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 		return nil, fmt.Errorf("admit: %w", err)
 	}
 	line := &pipeline{gate: gate, queue: q, deferQueue: deferQ}
-	line.drain = drain.New(q, sink, p, drain.Config{
+	line.drain = drain.New(q, sink, paceOf(p), drain.Config{
 		Workers:    s.cfg.Workers,
 		Logger:     s.log,
 		DeadLetter: s.dead.Func(p.Name, deadletter.FromQueue),
@@ -93,7 +93,7 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 		OnDeliver:  s.recordDelivery(p.Name),
 		Passive:    true, // until this shaper holds the policy's lease
 	})
-	line.deferDrain = drain.New(deferQ, gate.Readmitter(), p, drain.Config{
+	line.deferDrain = drain.New(deferQ, gate.Readmitter(), paceOf(p), drain.Config{
 		Workers:     deferWorkers,
 		Logger:      s.log.With("path", "deferred"),
 		DeadLetter:  s.dead.Func(p.Name, deadletter.FromDeferred),
@@ -106,6 +106,20 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 	line.drain.Start(runCtx)
 	line.deferDrain.Start(runCtx)
 	return line, nil
+}
+
+// paceOf returns the pacing of p's drainers.
+func paceOf(p policies.Policy) drain.Pace {
+	return drain.Pace{
+		Interval: p.Outflow.Interval(),
+		Total:    p.Total.Interval(),
+		Retry: drain.Retry{
+			Attempts:   p.Retry.Attempts,
+			Backoff:    p.Retry.Backoff,
+			MaxBackoff: p.Retry.MaxBackoff,
+			Deadline:   p.Retry.Deadline,
+		},
+	}
 }
 
 // setActive starts (true) or stops (false) the pipeline's deliveries and
@@ -152,6 +166,7 @@ func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, er
 		}
 	}
 	return drain.NewNATSSink(s.nc, drain.NATSConfig{
+		Subject: p.DeliverSubject(),
 		Stream:  p.Deliver.Stream != "",
 		Confirm: p.Deliver.Confirm,
 		Timeout: p.Deliver.Timeout,

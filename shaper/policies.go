@@ -162,8 +162,8 @@ func (t *table) apply(ctx context.Context, p policies.Policy, override bool, log
 		return err
 	}
 	line.override.Store(override)
-	line.drain.SetPolicy(p)
-	line.deferDrain.SetPolicy(p)
+	line.drain.SetPace(paceOf(p))
+	line.deferDrain.SetPace(paceOf(p))
 	if !reflect.DeepEqual(*old, p) {
 		log.Info("policy changed", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue,
 			"overflow", p.Overflow, "total", p.Total.String(), "override", override)

@@ -1,0 +1,160 @@
+package drain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shaper-dev/shaper/drain"
+)
+
+// A drainer that takes a policy over (passive, then active) delivers every
+// job, in order, whether it was stored before it started or while another
+// drainer was delivering; while passive it keeps its keys' depths right
+// from the queue's counts.
+func TestHandover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		interval := 20 * time.Millisecond
+		r := newMemRig(t, 100, drain.Pace{Interval: interval}, drain.Config{})
+		b := drain.New(r.q, r.sink, drain.Pace{Interval: interval}, drain.Config{Passive: true})
+		t.Cleanup(b.Stop)
+		want := map[string][]string{}
+		for i := range 30 { // three keys, interleaved
+			k := fmt.Sprint("k", i%3)
+			want[k] = append(want[k], r.admit(k, 1)...)
+		}
+		b.Start(t.Context())
+		r.d.Start(t.Context()) // a drains first
+		r.sink.wait(t, 9, time.Minute)
+		r.d.SetActive(false)
+		synctest.Wait() // a's steps in flight end
+
+		// b counts every job it saw stored, then learns from the queue's
+		// counts (every two seconds) which ones a removed.
+		elapse(2*time.Second + time.Millisecond)
+		synctest.Wait()
+		depths, _ := r.q.TokenDepths(t.Context())
+		for k := range want {
+			if got := b.Key(k, time.Now()).Queued; got != int64(depths[k]) {
+				t.Errorf("passive b: Key(%s).Queued = %d, want %d as stored", k, got, depths[k])
+			}
+		}
+
+		b.SetActive(true)
+		r.sink.wait(t, 30, time.Minute)
+		elapse(time.Second)
+		synctest.Wait()
+		ds := r.sink.deliveries()
+		uniq := unique(ds)
+		if len(uniq) != 30 {
+			t.Fatalf("%d jobs delivered, want 30", len(uniq))
+		}
+		// a stopped with each key's last delivery still holding its slot:
+		// b delivers those again, once per key at most.
+		if dups := len(ds) - len(uniq); dups > 3 {
+			t.Errorf("%d duplicates across the handover, want at most one per key", dups)
+		}
+		for k, kd := range byKey(uniq) {
+			checkFIFO(t, k, kd, want[k])
+		}
+		if depths, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
+			t.Errorf("queue holds %v after the handover, want nothing", depths)
+		}
+	})
+}
+
+// Drain finishes what is in flight, frees the slots of delivered jobs and
+// leaves the rest queued; it is idempotent, and nothing is delivered after.
+func TestDrainLeavesQueuedJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMemRig(t, 100, drain.Pace{Interval: 100 * time.Millisecond}, drain.Config{})
+		r.admit("k", 50)
+		r.d.Start(t.Context())
+		r.sink.wait(t, 5, time.Minute)
+		for range 2 {
+			if err := r.d.Drain(t.Context()); err != nil {
+				t.Fatalf("Drain = %v", err)
+			}
+		}
+		elapse(time.Minute)
+		r.d.Stop()
+		n := len(r.sink.deliveries())
+		depths, err := r.q.Depths(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 5 || depths["k"] != 45 {
+			t.Errorf("after Drain: %d delivered, %d queued; want 5 delivered and their slots freed, 45 queued", n, depths["k"])
+		}
+	})
+}
+
+// Drain returns ctx's error when a step does not end in time, and still
+// frees the slots of delivered jobs.
+func TestDrainGivesUpWithCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMemRig(t, 10, drain.Pace{Interval: 10 * time.Millisecond}, drain.Config{})
+		release := make(chan struct{})
+		r.sink.setFail(func(d *drain.Delivery) error {
+			if d.Msg.ID == "k-1" {
+				<-release // a downstream that hangs
+			}
+			return nil
+		})
+		r.admit("k", 3)
+		r.d.Start(t.Context())
+		r.sink.wait(t, 1, time.Minute)
+		elapse(15 * time.Millisecond) // k-1 was due at 10 ms, and hangs
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := r.d.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Drain with a hung delivery = %v, want %v", err, context.DeadlineExceeded)
+		}
+		close(release)
+		if depths, _ := r.q.Depths(t.Context()); depths["k"] != 2 {
+			t.Errorf("after Drain: %d queued, want 2 (k-0's slot freed)", depths["k"])
+		}
+	})
+}
+
+// SetPace takes effect from each key's next slot.
+func TestSetPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMemRig(t, 10, drain.Pace{Interval: 100 * time.Millisecond}, drain.Config{})
+		r.admit("k", 6)
+		start := time.Now()
+		r.d.Start(t.Context())
+		r.sink.wait(t, 3, time.Minute) // at 0, 100, 200 ms
+		r.d.SetPace(drain.Pace{Interval: 10 * time.Millisecond})
+		ds := r.sink.wait(t, 6, time.Minute)
+		var got []time.Duration
+		for _, d := range ds {
+			got = append(got, d.at.Sub(start))
+		}
+		// k-3's slot (300 ms) was set when k-2 was delivered; then 10 ms apart.
+		want := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 310 * time.Millisecond, 320 * time.Millisecond}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("deliveries at %v, want %v", got, want)
+		}
+	})
+}
+
+// A passive Drainer delivers nothing but counts what is stored.
+func TestPassiveDeliversNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMemRig(t, 10, drain.Pace{Interval: 10 * time.Millisecond}, drain.Config{Passive: true})
+		r.d.Start(t.Context())
+		r.admit("k", 4)
+		elapse(time.Second)
+		synctest.Wait()
+		if n := len(r.sink.tries()); n != 0 {
+			t.Errorf("passive drainer made %d deliveries, want none", n)
+		}
+		if st := r.d.Key("k", time.Now()); st.Queued != 4 || st.Waiting != 4 {
+			t.Errorf("Key(k) = %+v, want 4 queued, 4 waiting", st)
+		}
+	})
+}

@@ -1,0 +1,318 @@
+package drain
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// schedule is the scheduler goroutine of a started Drainer: it hands due
+// keys to the workers, and sleeps until the next key falls due or something
+// changes.
+func (d *Drainer) schedule(ctx context.Context) {
+	timer := d.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	var steps []*step
+	for {
+		now := d.clock.Now()
+		clear(steps)
+		var next time.Time
+		var ok bool
+		steps, next, ok = d.due(now, steps[:0])
+		for _, s := range steps {
+			select {
+			case d.tasks <- s:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if len(steps) > 0 {
+			continue // time has passed while handing them out
+		}
+		wait := time.Hour
+		if ok {
+			wait = next.Sub(now)
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C():
+		case <-d.kick:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// work is one worker goroutine of a started Drainer.
+func (d *Drainer) work(ctx context.Context) {
+	for {
+		select {
+		case s := <-d.tasks:
+			d.runStep(ctx, s)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Advance drives the Drainer on the caller's goroutine: it runs every step
+// due at now — deliveries, dead letters, reads, freed slots, with their
+// callbacks — and returns when the Drainer next needs attention (ok false:
+// not before a new job is stored, or never, when passive, draining or
+// stopped). Steps are those a started Drainer would run, by the same
+// scheduling code, one after another.
+//
+// Advance is for replays on a virtual clock: Config.Clock must read now
+// while Advance runs (it stamps Event.Started and paces with it), and now
+// must not go back. The first call starts the watch of the queue; with a
+// MemQueue, the Drainer then learns of each job before Admit returns, so a
+// replay is deterministic (with another Queue, Watch runs on a goroutine of
+// its own and jobs are learnt of as it reports them). A driven Drainer
+// that is passive counts the jobs stored but never reads the queue's
+// depths: that resync runs only when started. Call it from one goroutine at a time, never from
+// a callback, and not on a started Drainer (it does nothing there). ctx
+// bounds the call: once it ends, no more steps start.
+func (d *Drainer) Advance(ctx context.Context, now time.Time) (next time.Time, ok bool) {
+	if !d.drive() {
+		return time.Time{}, false
+	}
+	for ctx.Err() == nil {
+		steps, next, ok := d.due(now, d.drivenSteps[:0])
+		d.drivenSteps = steps
+		if len(steps) == 0 {
+			return next, ok
+		}
+		for _, s := range steps {
+			d.runStep(ctx, s)
+		}
+		clear(steps)
+	}
+	return d.nextDue()
+}
+
+// nextDue returns when the next key falls due, as due does.
+func (d *Drainer) nextDue() (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining || !d.active || d.stopped || d.heap.Len() == 0 {
+		return time.Time{}, false
+	}
+	return d.heap[0].at, true
+}
+
+// drive makes the Drainer a driven one on its first call, starting the
+// watch of its queue, and says whether it is driven.
+func (d *Drainer) drive() bool {
+	d.mu.Lock()
+	switch {
+	case d.mode == modeDriven:
+		d.mu.Unlock()
+		return true
+	case d.mode != modeNone || d.stopped:
+		d.mu.Unlock()
+		return false
+	}
+	d.mode = modeDriven
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.mu.Unlock()
+	if w, ok := d.q.(syncWatcher); ok {
+		w.watchNow(ctx, d.notice)
+		return true
+	}
+	d.wg.Go(func() {
+		if err := d.q.Watch(ctx, d.notice); err != nil {
+			d.log.Error("drain: watch failed: no new keys will be drained", "err", err)
+		}
+	})
+	return true
+}
+
+// due pops every key whose time has come, turning each into a step
+// appended to steps, and returns when the next key falls due (ok false:
+// none is waiting).
+func (d *Drainer) due(now time.Time, steps []*step) (_ []*step, next time.Time, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining || !d.active || d.stopped {
+		return steps, time.Time{}, false
+	}
+	for d.heap.Len() > 0 && !d.heap[0].at.After(now) {
+		k := heap.Pop(&d.heap).(*keyState)
+		if s := d.stepFor(k, now); s != nil {
+			steps = append(steps, s)
+		}
+	}
+	if d.heap.Len() == 0 {
+		return steps, time.Time{}, false
+	}
+	return steps, d.heap[0].at, true
+}
+
+// stepFor turns k, popped from the heap at now, into its step and marks k
+// busy; or, when nothing of k is due after all, places k again and returns
+// nil.
+func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
+	s := k.step.reset(k)
+	switch {
+	case k.held != nil && k.deadReason != "" && !k.due.After(now):
+		s.deadLetter, s.reason, s.history = k.held, k.deadReason, k.history
+		s.read, s.from = true, k.held.Seq+1
+	case k.held != nil && !k.due.After(now):
+		if d.pace.Total > 0 && !k.reserved {
+			slot := maxTime(k.due, d.totalNext)
+			if slot.After(now) {
+				// The total cap is the bottleneck: give the key the next
+				// slot under it. Keys get slots in the order they fell due.
+				k.due, k.reserved = slot, true
+				d.totalNext = slot.Add(d.pace.Total)
+				d.place(k, now)
+				return nil
+			}
+			d.totalNext = nextSlot(slot, now, d.pace.Total)
+		}
+		k.reserved = false
+		s.deliver, s.scheduled = k.held, k.due
+		s.read, s.from = true, k.held.Seq+1
+	}
+	if len(k.pend) > 0 && (s.deliver != nil || s.deadLetter != nil || !k.pendingAt.After(now)) {
+		s.remove = append(s.remove, k.pend...)
+	}
+	if k.fetch && !k.fetchAt.After(now) && k.held == nil {
+		s.read, s.from = true, k.from
+		k.fetch = false
+	}
+	if s.deliver == nil && s.deadLetter == nil && len(s.remove) == 0 && !s.read {
+		d.place(k, now) // nothing due (only pacing lapsed)
+		return nil
+	}
+	if s.read {
+		s.exact = k.readPlan(s.exact, s.from)
+	}
+	k.busy = true
+	d.inflight++
+	return s
+}
+
+// runStep runs s on the calling goroutine: its I/O and the callbacks of
+// its outcome (run), its bookkeeping (complete), the report of a failure,
+// and then it hands the key back to the scheduler (release). The key stays
+// busy until then, so its next step cannot report before this one.
+func (d *Drainer) runStep(ctx context.Context, s *step) {
+	d.run(ctx, s)
+	if d.complete(s) {
+		d.cfg.OnDeliver(*s.failure)
+		d.mu.Lock()
+		d.release(s.k, d.clock.Now())
+		d.mu.Unlock()
+	}
+}
+
+// complete applies a finished step to its key's state. It releases the key
+// unless a failure is left to report (then it returns true, and the caller
+// reports it and releases the key).
+func (d *Drainer) complete(s *step) (report bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.clock.Now()
+	k := s.k
+	if s.removeOK {
+		d.queued -= int64(k.freed(len(s.remove)))
+	} else if len(s.remove) > 0 {
+		k.pendingAt = now.Add(retryRead)
+	}
+	if s.deliver != nil {
+		if s.err == nil {
+			k.delivered(s.deliver.Seq, s.scheduled, s.started, d.pace.Interval, d.hold)
+		} else {
+			d.failed(k, s, now)
+		}
+	}
+	if s.deadLetter != nil {
+		if s.deadErr == nil {
+			if k.buried(s.deadLetter.Seq) {
+				d.queued--
+			}
+		} else {
+			k.due = now.Add(retryRead)
+		}
+	}
+	k.forget(s.missing)
+	if s.read {
+		switch {
+		case s.head != nil:
+			k.headAt(s.head, now, d.pace.Interval)
+		case errors.Is(s.readErr, queue.ErrEmpty):
+			if len(k.seqs) > 0 {
+				k.wake = true // reported jobs left to try
+			}
+			if k.wake {
+				k.wake = false
+				k.fetch, k.fetchAt = true, now
+			}
+		default:
+			d.log.Warn("drain: read head", "key", k.name, "err", s.readErr)
+			k.fetch, k.fetchAt = true, now.Add(retryRead)
+		}
+	}
+	if d.debug {
+		d.log.Debug("drain: step", "key", k.name, "delivered", seqOf(s.deliver), "err", s.err,
+			"dead_lettered", seqOf(s.deadLetter), "freed", s.remove, "free_ok", s.removeOK, "read", s.read, "exact", s.exact,
+			"head", seqOf(s.head), "read_err", s.readErr, "missing", s.missing, "held", seqOf(k.held),
+			"fetch", k.fetch, "seqs", len(k.seqs), "pend", len(k.pend), "depth", k.depth)
+	}
+	if s.failure != nil && d.cfg.OnDeliver != nil {
+		return true
+	}
+	d.release(k, now)
+	return false
+}
+
+// release ends k's step at now: k is no longer busy, and goes back in the
+// heap at its next event. d.mu must be held.
+func (d *Drainer) release(k *keyState, now time.Time) {
+	k.busy = false
+	if k.wake && k.held == nil {
+		// A job was stored while the step ran, and the step did not read
+		// the head (it only freed slots, say): read it now, or the key would
+		// sleep with work until its next submission.
+		k.wake = false
+		if !k.fetch {
+			k.fetch, k.fetchAt = true, now
+		}
+	}
+	d.inflight--
+	if d.draining && d.inflight == 0 {
+		select {
+		case <-d.idle:
+		default:
+			close(d.idle)
+		}
+	}
+	d.place(k, now)
+	d.wakeScheduler()
+}
+
+// place puts k in the heap at its next event, out of it when busy, and
+// forgets a key that has nothing left to do once its pacing no longer
+// matters at now. d.mu must be held.
+func (d *Drainer) place(k *keyState, now time.Time) {
+	if k.busy {
+		d.heap.drop(k)
+		return
+	}
+	if at, ok := k.nextEvent(); ok {
+		d.heap.place(k, at)
+		return
+	}
+	d.heap.drop(k)
+	switch {
+	case k.idle() && !now.Before(k.next):
+		d.forget(k)
+	case k.idle():
+		d.heap.place(k, k.next) // look again when its pacing has lapsed
+	}
+}
