@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -88,7 +87,13 @@ func (n *NATS) Submit(ctx context.Context, policy, key string, payload []byte, o
 		return Result{}, err
 	}
 	o := optionsOf(opts)
-	return retry(ctx, o.retryWithin, func() (Result, error) { return n.submit(ctx, subject, key, payload, &o) })
+	r := retrier{within: o.retryWithin}
+	for {
+		res, err := n.submit(ctx, subject, key, payload, &o)
+		if again, err := r.next(ctx, &res, err); !again {
+			return res, err
+		}
+	}
 }
 
 // submit makes one submission.
@@ -110,7 +115,7 @@ func (n *NATS) submit(ctx context.Context, subject, key string, payload []byte, 
 		return Result{}, fmt.Errorf("client: request %s: %w", subject, err)
 	}
 	var r Reply
-	if err := json.Unmarshal(m.Data, &r); err != nil {
+	if err := decodeReply(m.Data, &r); err != nil {
 		return Result{}, fmt.Errorf("client: request %s: %w: %v", subject, ErrBadAnswer, err)
 	}
 	if r.Status == 0 {

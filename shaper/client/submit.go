@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -110,11 +109,14 @@ func WithRetry(maxWait time.Duration) SubmitOption {
 }
 
 func optionsOf(opts []SubmitOption) submitOptions {
-	var o submitOptions
-	for _, opt := range opts {
-		opt(&o)
+	if len(opts) == 0 {
+		return submitOptions{}
 	}
-	return o
+	o := new(submitOptions) // on the heap (opt is any function): only when there are options
+	for _, opt := range opts {
+		opt(o)
+	}
+	return *o
 }
 
 // Submit offers payload to policy for key over HTTP (POST
@@ -133,7 +135,13 @@ func (c *Client) Submit(ctx context.Context, policy, key string, payload []byte,
 	}
 	o := optionsOf(opts)
 	path := "/v1/jobs/" + segment(policy) + "/" + segment(key)
-	return retry(ctx, o.retryWithin, func() (Result, error) { return c.submit(ctx, path, payload, &o) })
+	r := retrier{within: o.retryWithin}
+	for {
+		res, err := c.submit(ctx, path, payload, &o)
+		if again, err := r.next(ctx, &res, err); !again {
+			return res, err
+		}
+	}
 }
 
 // submit makes one submission.
@@ -158,7 +166,7 @@ func (c *Client) submit(ctx context.Context, path string, payload []byte, o *sub
 	case http.StatusAccepted:
 		var a Accepted
 		res := Result{Outcome: OutcomeAccepted}
-		if err := json.Unmarshal(buf.Bytes(), &a); err != nil {
+		if err := decodeAccepted(buf.Bytes(), &a); err != nil {
 			return res, fmt.Errorf("client: POST %s: 202 with %w: %v", path, ErrBadAnswer, err)
 		}
 		res.ID, res.Policy, res.Key, res.Queued, res.Duplicate = a.ID, a.Policy, a.Key, a.Queued, a.Duplicate
@@ -218,33 +226,41 @@ func limitedDetail(detail string) bool {
 	return strings.HasPrefix(detail, "admission limit ")
 }
 
-// retry runs once, and while WithRetry allows (within > 0), runs it again
-// after each refusal's RetryAfter.
-func retry(ctx context.Context, within time.Duration, once func() (Result, error)) (Result, error) {
-	var start time.Time
-	if within > 0 {
-		start = time.Now()
+// retrier decides, after each try of a submission, whether WithRetry
+// makes another one, and waits for it.
+type retrier struct {
+	within   time.Duration // WithRetry's bound; 0: no retries
+	start    time.Time     // of the first try
+	attempts int
+}
+
+// next records the answer to one try (res, err) and reports whether to try
+// again, having waited for it; when not, it returns the error to answer
+// with: err, or ctx's when it ended while waiting.
+func (r *retrier) next(ctx context.Context, res *Result, err error) (bool, error) {
+	r.attempts++
+	res.Attempts = r.attempts
+	if err != nil || r.within <= 0 || !res.Outcome.Retryable() {
+		return false, err
 	}
-	for attempt := 1; ; attempt++ {
-		res, err := once()
-		res.Attempts = attempt
-		if err != nil || within <= 0 || !res.Outcome.Retryable() {
-			return res, err
-		}
-		wait := max(res.RetryAfter, time.Millisecond)
-		next := time.Now().Add(wait)
-		if next.Sub(start) > within {
-			return res, nil
-		}
-		if deadline, ok := ctx.Deadline(); ok && next.After(deadline) {
-			return res, nil
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return res, fmt.Errorf("client: waiting to submit again: %w", ctx.Err())
-		}
+	now := time.Now()
+	if r.attempts == 1 {
+		r.start = now // close enough: the first answer is in
+	}
+	wait := max(res.RetryAfter, time.Millisecond)
+	next := now.Add(wait)
+	if next.Sub(r.start) > r.within {
+		return false, nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && next.After(deadline) {
+		return false, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-ctx.Done():
+		return false, fmt.Errorf("client: waiting to submit again: %w", ctx.Err())
 	}
 }
