@@ -19,6 +19,7 @@ import (
 
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 func runCLI(t *testing.T, args ...string) (string, string, error) {
@@ -88,11 +89,13 @@ policies:
     deliver: {webhook: %q}
 `, hook.URL))})
 	addr := s.HTTPAddr()
-	resp, err := http.Post("http://"+addr+"/v1/jobs/hooks/a.b", "", strings.NewReader("payload"))
-	if err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("submit = %v %v", resp, err)
+	api, err := client.New("http://"+addr, client.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp.Body.Close()
+	if res, err := api.Submit(t.Context(), "hooks", "a.b", []byte("payload")); err != nil || res.Outcome != client.OutcomeAccepted {
+		t.Fatalf("submit = %+v, %v", res, err)
+	}
 	var out string
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out, "delivery"); {
 		if time.Now().After(deadline) {
