@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 // deferPolicy drains each key at 5 jobs a second from a queue of 3 and
@@ -85,14 +87,14 @@ func TestDeferredSurvivesKill9(t *testing.T) {
 	// The last deferred job of a key waits about 5 s for its turn: its
 	// record (written asynchronously) must say "deferred" meanwhile.
 	probe := lastDeferred["d0"]
-	var st jobStatus
+	var st client.Job
 	waitFor(t, 5*time.Second, "a job record for deferred job "+probe, func() bool {
 		var err error
 		st, err = jobState(cfg.httpAddr, probe)
 		return err == nil
 	})
-	if st.Status != "deferred" {
-		t.Errorf("GET /v1/jobs/%s of a job answered 429 deferred = status %q, want \"deferred\"", probe, st.Status)
+	if st.Status != client.JobDeferred {
+		t.Errorf("GET /v1/jobs/%s of a job answered 429 deferred = status %v, want deferred", probe, st.Status)
 	}
 
 	// Kill once the jobs answered 202 and a few re-admitted ones have been
@@ -109,7 +111,7 @@ func TestDeferredSurvivesKill9(t *testing.T) {
 	sh.wait(10 * time.Second)
 	before := rec.delivered()
 	t.Logf("kill -9 after %d of %d jobs delivered; just before, the shaper reported %d deferred jobs waiting and %d re-admitted",
-		before, len(ids), ps["dfr"].DeferQueued, ps["dfr"].Readmitted)
+		before, len(ids), ps["dfr"].DeferredQueued, ps["dfr"].Readmitted)
 	if before >= len(ids)-keys*perKey/4 {
 		t.Fatalf("%d of %d jobs were delivered before the kill: the test did not crash a shaper holding deferred jobs", before, len(ids))
 	}
@@ -136,7 +138,7 @@ func TestDeferredSurvivesKill9(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, err = jobState(cfg.httpAddr, probe)
-		if err == nil && st.Status == "delivered" {
+		if err == nil && st.Status == client.JobDelivered {
 			t.Logf("GET /v1/jobs/%s at the end: %+v", probe, st)
 			break
 		}
@@ -148,7 +150,7 @@ func TestDeferredSurvivesKill9(t *testing.T) {
 	}
 	if ps, err := policyStates(cfg.httpAddr); err != nil {
 		t.Error(err)
-	} else if p := ps["dfr"]; p.Dead != 0 || p.DeferQueued != 0 {
-		t.Errorf("after every job was delivered the shaper reports %d dead letters and %d deferred jobs waiting, want 0 and 0", p.Dead, p.DeferQueued)
+	} else if p := ps["dfr"]; p.Dead != 0 || p.DeferredQueued != 0 {
+		t.Errorf("after every job was delivered the shaper reports %d dead letters and %d deferred jobs waiting, want 0 and 0", p.Dead, p.DeferredQueued)
 	}
 }

@@ -2,16 +2,16 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 // shaperConfig is how a test runs one shaper process. Ports survive
@@ -81,24 +81,21 @@ func startShaper(t *testing.T, c shaperConfig) *proc {
 // exits or d passes.
 func waitReady(t *testing.T, p *proc, addr string, d time.Duration) {
 	t.Helper()
-	client := &http.Client{Timeout: time.Second}
+	c, err := client.New("http://"+addr, client.Config{HTTPClient: &http.Client{Timeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(d)
 	last := "no answer"
 	for time.Now().Before(deadline) {
 		if p.exited() {
 			t.Fatalf("%s exited before it was ready: %s", p.name, p.state())
 		}
-		resp, err := client.Get("http://" + addr + "/readyz")
+		err := c.Ready(context.Background())
 		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = fmt.Sprintf("%s %s", resp.Status, strings.TrimSpace(string(body)))
-		} else {
-			last = err.Error()
+			return
 		}
+		last = err.Error()
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s not ready after %v: last /readyz: %s", p.name, d, last)
@@ -106,15 +103,20 @@ func waitReady(t *testing.T, p *proc, addr string, d time.Duration) {
 
 // submitter submits jobs over HTTP.
 type submitter struct {
-	addr   string
-	client *http.Client
+	client *http.Client // its idle connections can be closed
+	api    *client.Client
 }
 
 func newSubmitter(addr string, timeout time.Duration) *submitter {
-	return &submitter{addr: addr, client: &http.Client{
+	hc := &http.Client{
 		Timeout:   timeout,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
-	}}
+	}
+	api, err := client.New("http://"+addr, client.Config{HTTPClient: hc})
+	if err != nil {
+		panic(err) // addr is a test's own 127.0.0.1:port
+	}
+	return &submitter{client: hc, api: api}
 }
 
 // answer is the shaper's answer to one submission.
@@ -122,45 +124,26 @@ type answer struct {
 	code     int    // 0 when the request failed
 	id       string // of a job answered 202, or 429 and deferred
 	deferred bool   // 429 with "deferred": true: the job is kept
-	err      error
+	err      error  // set for every answer but 202
 	latency  time.Duration
 }
 
 func (s *submitter) submit(ctx context.Context, policy, key, payload string) answer {
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		"http://"+s.addr+"/v1/jobs/"+policy+"/"+key, strings.NewReader(payload))
-	if err != nil {
-		return answer{err: err}
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return answer{err: err, latency: time.Since(start)}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	a := answer{code: resp.StatusCode, err: err, latency: time.Since(start)}
-	if resp.StatusCode == http.StatusAccepted {
-		var job struct {
-			ID     string `json:"id"`
-			Policy string `json:"policy"`
-			Key    string `json:"key"`
+	res, err := s.api.Submit(ctx, policy, key, []byte(payload))
+	a := answer{latency: time.Since(start), err: err}
+	var refused *client.Error
+	switch {
+	case res.Outcome == client.OutcomeAccepted: // err is set when its body did not decode
+		a.code, a.id = http.StatusAccepted, res.ID
+		if a.err == nil && res.ID == "" {
+			a.err = errors.New("202 without a job id")
 		}
-		if err := json.Unmarshal(body, &job); err != nil || job.ID == "" {
-			a.err = fmt.Errorf("202 with body %q: %v", body, err)
-		}
-		a.id = job.ID
-	} else if a.err == nil {
-		if resp.StatusCode == http.StatusTooManyRequests {
-			var problem struct {
-				ID       string `json:"id"`
-				Deferred bool   `json:"deferred"`
-			}
-			if json.Unmarshal(body, &problem) == nil {
-				a.id, a.deferred = problem.ID, problem.Deferred
-			}
-		}
-		a.err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	case errors.As(err, &refused):
+		a.code = refused.StatusCode
+	case err == nil: // a 429: rejected, limited or deferred
+		a.code, a.id, a.deferred = http.StatusTooManyRequests, res.ID, res.Outcome == client.OutcomeDeferred
+		a.err = fmt.Errorf("429 %v: %s", res.Outcome, res.Detail)
 	}
 	return a
 }

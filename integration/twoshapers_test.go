@@ -221,7 +221,7 @@ func TestTwoShapersOnCluster(t *testing.T) {
 	}
 	var limiterErrs uint64
 	if ps, err := policyStates(cfgs[other].httpAddr); err == nil {
-		limiterErrs = ps["adm"].LimiterErrs
+		limiterErrs = ps["adm"].LimiterErrors
 	}
 	t.Logf("with Redis stopped: 5 admissions to adm, slowest %v; the shaper reports %d limiter errors",
 		slowest.Round(time.Millisecond), limiterErrs)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shaper-dev/shaper/policies"
-	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 func sendCommand() *cli.Command {
@@ -169,21 +167,6 @@ var outcomeNames = [numOutcomes]string{"queued", "rejected", "deferred", "4xx", 
 
 func (o outcome) String() string { return outcomeNames[o] }
 
-// problem is the part of a 429 application/problem+json body that send
-// looks at. (Its "status" is the HTTP status number, unlike natsReply's.)
-type problem struct {
-	RetryAfterMs int64  `json:"retry_after_ms"`
-	Deferred     bool   `json:"deferred"`
-	ID           string `json:"id"`
-}
-
-// natsReply is the part of the answer to a NATS submission that send looks at.
-type natsReply struct {
-	ID     string          `json:"id"`
-	Status string          `json:"status"` // queued, rejected, deferred or error
-	Code   json.RawMessage `json:"code"`   // with status "error": a string or a number
-}
-
 // submitter submits one job. detail names the raw answer (an HTTP status
 // code, a NATS status or error code) for the summary; err is set for
 // outTransport.
@@ -196,94 +179,73 @@ var (
 	_ submitter = (*natsSubmitter)(nil)
 )
 
-// httpSubmitter posts jobs to {base}/v1/jobs/{policy}/{key}.
+// httpSubmitter posts jobs to the shaper's HTTP API.
 type httpSubmitter struct {
-	client *http.Client
-	base   string
+	c      *client.Client
 	policy string
 }
 
 func (h *httpSubmitter) submit(ctx context.Context, key, idem string, payload []byte) (outcome, string, error) {
-	u := h.base + "/v1/jobs/" + url.PathEscape(h.policy) + "/" + url.PathEscape(key)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(payload))
-	if err != nil {
-		return outTransport, "request", err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
+	var res client.Result
+	var err error
 	if idem != "" {
-		req.Header.Set("Idempotency-Key", idem)
+		res, err = h.c.Submit(ctx, h.policy, key, payload, client.WithIdempotencyKey(idem))
+	} else {
+		res, err = h.c.Submit(ctx, h.policy, key, payload)
 	}
-	resp, err := h.client.Do(req)
-	if err != nil {
+	switch {
+	case res.Outcome == client.OutcomeAccepted: // also with a 202 body it could not read
+		return outQueued, "202", nil
+	case err == nil && res.Outcome == client.OutcomeDeferred:
+		return outDeferred, "429 deferred", nil
+	case err == nil:
+		return outRejected, "429", nil
+	}
+	var answer *client.Error
+	if !errors.As(err, &answer) {
 		return outTransport, "transport", err
 	}
-	defer resp.Body.Close()
-	detail := strconv.Itoa(resp.StatusCode)
-	var o outcome
-	switch code := resp.StatusCode; {
-	case code == http.StatusAccepted:
-		o = outQueued
-	case code == http.StatusTooManyRequests:
-		var r problem
-		o = outRejected
-		if json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&r) == nil && r.Deferred {
-			o, detail = outDeferred, detail+" deferred"
-		}
+	detail := strconv.Itoa(answer.StatusCode)
+	switch code := answer.StatusCode; {
 	case code >= 400 && code < 500:
-		o = outClient
+		return outClient, detail, nil
 	case code >= 500:
-		o = outServer
-	default:
-		o = outOther
+		return outServer, detail, nil
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
-	return o, detail, nil
+	return outOther, detail, nil
 }
 
 // natsSubmitter requests shaper.submit.<policy>.<key token> with the raw key
 // in the Shaper-Key header.
 type natsSubmitter struct {
-	nc      *nats.Conn
-	policy  string
-	tokens  map[string]string // key → queue.EncodeKey(key), read-only
-	timeout time.Duration
+	n      *client.NATS
+	policy string
 }
 
 func (n *natsSubmitter) submit(ctx context.Context, key, idem string, payload []byte) (outcome, string, error) {
-	msg := nats.NewMsg("shaper.submit." + n.policy + "." + n.tokens[key])
-	msg.Data = payload
-	msg.Header.Set("Shaper-Key", key)
+	var res client.Result
+	var err error
 	if idem != "" {
-		msg.Header.Set("Idempotency-Key", idem)
+		res, err = n.n.Submit(ctx, n.policy, key, payload, client.WithIdempotencyKey(idem))
+	} else {
+		res, err = n.n.Submit(ctx, n.policy, key, payload)
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.timeout)
-	defer cancel()
-	resp, err := n.nc.RequestMsgWithContext(ctx, msg)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return outTransport, "no responders", err
-		}
-		return outTransport, "transport", err
-	}
-	var r natsReply
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
+	var answer *client.Error
+	switch {
+	case err == nil && res.Outcome == client.OutcomeAccepted:
+		return outQueued, "queued", nil
+	case err == nil && res.Outcome == client.OutcomeDeferred:
+		return outDeferred, "deferred", nil
+	case err == nil:
+		return outRejected, "rejected", nil // rejected or limited: both are status "rejected"
+	case errors.As(err, &answer):
+		return outError, "error " + strconv.Itoa(answer.StatusCode), nil
+	case errors.Is(err, client.ErrBadAnswer):
 		return outOther, "bad reply", nil
+	case errors.Is(err, nats.ErrNoResponders):
+		return outTransport, "no responders", err
 	}
-	switch r.Status {
-	case "queued":
-		return outQueued, r.Status, nil
-	case "rejected":
-		return outRejected, r.Status, nil
-	case "deferred":
-		return outDeferred, r.Status, nil
-	case "error":
-		detail := "error"
-		if len(r.Code) > 0 {
-			detail += " " + strings.Trim(string(r.Code), `"`)
-		}
-		return outError, detail, nil
-	}
-	return outOther, "status " + strconv.Quote(r.Status), nil
+	return outTransport, "transport", err
 }
 
 // sendSummary is the report of a send run.
@@ -338,19 +300,17 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 			return fmt.Errorf("send: connect %s: %w", cfg.natsURL, err)
 		}
 		defer nc.Close()
-		tokens := make(map[string]string, len(cfg.keys))
+		n, err := client.NewNATS(nc, client.NATSConfig{Timeout: cfg.timeout})
+		if err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
 		for _, k := range cfg.keys {
-			tok, err := queue.EncodeKey(k)
-			if err != nil {
-				return fmt.Errorf("send: key %q cannot go in a NATS subject: %w", k, err)
+			if _, err := n.Subject(cfg.policy, k); err != nil {
+				return fmt.Errorf("send: key %q of policy %q cannot go in a NATS subject: %w", k, cfg.policy, err)
 			}
-			tokens[k] = tok
 		}
-		sub, target = &natsSubmitter{nc: nc, policy: cfg.policy, tokens: tokens, timeout: cfg.timeout}, cfg.natsURL
+		sub, target = &natsSubmitter{n: n, policy: cfg.policy}, cfg.natsURL
 	} else {
-		if _, err := url.ParseRequestURI(cfg.httpURL); err != nil {
-			return fmt.Errorf("send: --http: %w", err)
-		}
 		tr := &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -360,13 +320,19 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 			ForceAttemptHTTP2:   true,
 		}
 		defer tr.CloseIdleConnections()
-		client := &http.Client{
-			Transport: tr,
-			Timeout:   cfg.timeout,
-			// A redirect is an answer to count, not to follow.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		c, err := client.New(cfg.httpURL, client.Config{
+			HTTPClient: &http.Client{
+				Transport: tr,
+				Timeout:   cfg.timeout,
+				// A redirect is an answer to count, not to follow.
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			},
+			UserAgent: "shaper-producer",
+		})
+		if err != nil {
+			return fmt.Errorf("send: --http: %w", err)
 		}
-		sub, target = &httpSubmitter{client: client, base: cfg.httpURL, policy: cfg.policy}, cfg.httpURL
+		sub, target = &httpSubmitter{c: c, policy: cfg.policy}, cfg.httpURL
 	}
 
 	payload := make([]byte, cfg.size)

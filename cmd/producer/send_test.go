@@ -192,7 +192,7 @@ func TestSendNATS(t *testing.T) {
 		subjects = map[string]string{} // subject → Shaper-Key
 		n        int
 	)
-	statuses := []string{`"status":"queued"`, `"status":"rejected"`, `"status":"deferred","retry_after_ms":10`, `"status":"error","code":"bad_key"`}
+	statuses := []string{`"status":"queued"`, `"status":"rejected"`, `"status":"deferred","retry_after_ms":10`, `"status":"error","code":400,"error":"bad key: empty"`}
 	sub, err := nc.Subscribe("shaper.submit.>", func(m *nats.Msg) {
 		mu.Lock()
 		subjects[m.Subject] = m.Header.Get("Shaper-Key")
@@ -221,8 +221,8 @@ func TestSendNATS(t *testing.T) {
 			break
 		}
 	}
-	if sum.Details["error bad_key"] != 2 {
-		t.Errorf("details = %v, want 2 of \"error bad_key\"", sum.Details)
+	if sum.Details["error 400"] != 2 {
+		t.Errorf("details = %v, want 2 of \"error 400\"", sum.Details)
 	}
 	want := map[string]string{"shaper.submit.orders.k-1": "k-1", "shaper.submit.orders.~YS5i": "a.b"}
 	mu.Lock()

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/urfave/cli/v2"
+
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 func sinkCommand() *cli.Command {
@@ -94,13 +96,13 @@ func parseDelivery(m *nats.Msg, at time.Time) delivery {
 	if m.Header == nil {
 		return d
 	}
-	if k := m.Header.Values("Shaper-Key"); len(k) > 0 {
+	if k := m.Header.Values(client.HeaderKey); len(k) > 0 {
 		d.Key = k[0] // may be empty: the header is authoritative
 	}
-	d.ID = m.Header.Get("Shaper-Job-Id")
-	d.Policy = m.Header.Get("Shaper-Policy")
-	d.Attempt = m.Header.Get("Shaper-Attempt")
-	if t, err := time.Parse(time.RFC3339Nano, m.Header.Get("Shaper-Enqueued-At")); err == nil {
+	d.ID = m.Header.Get(client.HeaderJobID)
+	d.Policy = m.Header.Get(client.HeaderPolicy)
+	d.Attempt = m.Header.Get(client.HeaderAttempt)
+	if t, err := time.Parse(time.RFC3339Nano, m.Header.Get(client.HeaderEnqueuedAt)); err == nil {
 		d.Enqueued = t
 		l := ms(at.Sub(t))
 		d.LatencyMs = &l

@@ -1,28 +1,25 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 func deadCommand() *cli.Command {
-	httpFlag := &cli.StringFlag{Name: "http", Value: shaper.DefaultHTTPAddr, Usage: "the shaper's HTTP address", EnvVars: envVar("http")}
-	filters := []cli.Flag{
-		httpFlag,
+	filters := append(apiFlags(),
 		&cli.StringFlag{Name: "policy", Usage: "only this policy"},
 		&cli.StringFlag{Name: "key", Usage: "only this key"},
 		&cli.StringFlag{Name: "reason", Usage: "only this reason: attempts, deadline or delivery"},
-	}
+	)
 	return &cli.Command{
 		Name:  "dead",
 		Usage: "list, show, replay or purge dead-lettered jobs of a running shaper",
@@ -30,24 +27,28 @@ func deadCommand() *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list dead letters",
-				Flags: append(filters, &cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many"}, &cli.BoolFlag{Name: "json", Usage: "print JSON"}),
+				Flags: append(filters[:len(filters):len(filters)], &cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many"}, &cli.BoolFlag{Name: "json", Usage: "print JSON"}),
 				Action: func(c *cli.Context) error {
-					var body struct {
-						Dead []shaper.DeadLetter `json:"dead"`
-					}
-					q := deadQuery(c)
-					q.Set("limit", fmt.Sprint(c.Int("limit")))
-					raw, err := call(c, http.MethodGet, "/v1/dead?"+q.Encode(), &body)
+					api, err := apiClient(c, time.Minute)
 					if err != nil {
 						return err
 					}
+					f := deadFilter(c)
+					if f.Limit = c.Int("limit"); f.Limit < 1 {
+						return fmt.Errorf("dead list: --limit %d: want a positive number", f.Limit)
+					}
+					dead, err := api.DeadLetters(c.Context, f)
+					if err != nil {
+						return apiError(err)
+					}
 					if c.Bool("json") {
-						_, err := c.App.Writer.Write(raw)
-						return err
+						return json.NewEncoder(c.App.Writer).Encode(struct {
+							Dead []client.DeadLetter `json:"dead"`
+						}{dead})
 					}
 					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "POLICY\tSEQ\tKEY\tJOB\tREASON\tFROM\tATTEMPTS\tAT\tLAST")
-					for _, d := range body.Dead {
+					for _, d := range dead {
 						last := ""
 						if n := len(d.History); n > 0 {
 							_, last, _ = strings.Cut(d.History[n-1], " ") // drop the timestamp
@@ -55,7 +56,7 @@ func deadCommand() *cli.Command {
 						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Policy, d.Seq, printable(d.Key), d.ID, d.Reason, d.From, d.Attempts, d.At.Format(time.RFC3339), printable(last))
 					}
 					tw.Flush()
-					fmt.Fprintf(c.App.ErrWriter, "%d dead letters\n", len(body.Dead))
+					fmt.Fprintf(c.App.ErrWriter, "%d dead letters\n", len(dead))
 					return nil
 				},
 			},
@@ -63,14 +64,22 @@ func deadCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "show one dead letter with its history and payload",
 				ArgsUsage: "POLICY SEQ",
-				Flags:     []cli.Flag{httpFlag},
+				Flags:     apiFlags(),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 2 {
 						return cli.Exit("usage: shaper dead show POLICY SEQ", 2)
 					}
-					var d json.RawMessage
-					if _, err := call(c, http.MethodGet, "/v1/dead/"+url.PathEscape(c.Args().Get(0))+"/"+url.PathEscape(c.Args().Get(1)), &d); err != nil {
+					seq, err := strconv.ParseUint(c.Args().Get(1), 10, 64)
+					if err != nil || seq == 0 {
+						return fmt.Errorf("dead show: bad sequence %q: want a positive number", c.Args().Get(1))
+					}
+					api, err := apiClient(c, time.Minute)
+					if err != nil {
 						return err
+					}
+					d, err := api.DeadLetter(c.Context, c.Args().Get(0), seq)
+					if err != nil {
+						return apiError(err)
 					}
 					enc := json.NewEncoder(c.App.Writer)
 					enc.SetIndent("", "  ")
@@ -82,77 +91,45 @@ func deadCommand() *cli.Command {
 				Usage: "submit matching dead letters again through the normal admission path",
 				Flags: filters,
 				Action: func(c *cli.Context) error {
-					return apply(c, http.MethodPost, "/v1/dead/replay?", "replayed")
+					return apply(c, (*client.Client).ReplayDead, "replayed")
 				},
 			},
 			{
 				Name:  "purge",
 				Usage: "delete matching dead letters for good",
-				Flags: append(filters, &cli.BoolFlag{Name: "all", Usage: "purge every policy's dead letters (needed without --policy)"}),
+				Flags: append(filters[:len(filters):len(filters)], &cli.BoolFlag{Name: "all", Usage: "purge every policy's dead letters (needed without --policy)"}),
 				Action: func(c *cli.Context) error {
 					if c.String("policy") == "" && !c.Bool("all") {
 						return cli.Exit("purge: name a --policy, or say --all", 2)
 					}
-					return apply(c, http.MethodDelete, "/v1/dead?", "purged")
+					return apply(c, (*client.Client).PurgeDead, "purged")
 				},
 			},
 		},
 	}
 }
 
-func deadQuery(c *cli.Context) url.Values {
-	q := url.Values{}
-	for _, f := range []string{"policy", "key", "reason"} {
-		if v := c.String(f); v != "" {
-			q.Set(f, v)
-		}
-	}
-	return q
+// deadFilter is the filter the --policy, --key and --reason flags ask for.
+func deadFilter(c *cli.Context) client.DeadFilter {
+	return client.DeadFilter{Policy: c.String("policy"), Key: c.String("key"), Reason: c.String("reason")}
 }
 
-func apply(c *cli.Context, method, path, verb string) error {
-	var res struct {
-		Matched int `json:"matched"`
-		Done    int `json:"done"`
-	}
-	if _, err := call(c, method, path+deadQuery(c).Encode(), &res); err != nil {
+// apply replays or purges (do) the dead letters the flags select and says
+// how many it did (verb).
+func apply(c *cli.Context, do func(*client.Client, context.Context, client.DeadFilter) (client.DeadReport, error), verb string) error {
+	api, err := apiClient(c, time.Minute)
+	if err != nil {
 		return err
+	}
+	res, err := do(api, c.Context, deadFilter(c))
+	if err != nil {
+		return apiError(err)
 	}
 	fmt.Fprintf(c.App.Writer, "%d matched, %d %s\n", res.Matched, res.Done, verb)
 	if res.Done < res.Matched {
 		return cli.Exit(fmt.Sprintf("%d dead letters were not %s (see the shaper's log)", res.Matched-res.Done, verb), 1)
 	}
 	return nil
-}
-
-// call sends a request to the shaper's API and decodes a 2xx JSON answer
-// into out; any other answer becomes an error with the problem's detail.
-func call(c *cli.Context, method, path string, out any) ([]byte, error) {
-	req, err := http.NewRequestWithContext(c.Context, method, "http://"+c.String("http")+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	return send(req, out)
-}
-
-// send does req and decodes a 2xx JSON answer into out; any other answer
-// becomes an error carrying the problem's detail.
-func send(req *http.Request, out any) ([]byte, error) {
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w (is the shaper running? see --http)", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		var p struct{ Detail string }
-		json.Unmarshal(raw, &p)
-		return nil, fmt.Errorf("%s: %s", resp.Status, p.Detail)
-	}
-	return raw, json.Unmarshal(raw, out)
 }
 
 // printable keeps a key or message on one table row.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 func runCLI(t *testing.T, args ...string) (string, string, error) {
@@ -88,11 +89,13 @@ policies:
     deliver: {webhook: %q}
 `, hook.URL))})
 	addr := s.HTTPAddr()
-	resp, err := http.Post("http://"+addr+"/v1/jobs/hooks/a.b", "", strings.NewReader("payload"))
-	if err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("submit = %v %v", resp, err)
+	api, err := client.New("http://"+addr, client.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp.Body.Close()
+	if res, err := api.Submit(t.Context(), "hooks", "a.b", []byte("payload")); err != nil || res.Outcome != client.OutcomeAccepted {
+		t.Fatalf("submit = %+v, %v", res, err)
+	}
 	var out string
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out, "delivery"); {
 		if time.Now().After(deadline) {
@@ -173,5 +176,28 @@ func TestServeStartErrorsAreClear(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the two refused starts took %v, want them prompt", d)
+	}
+}
+
+func TestOperatorCommandsSendTheAdminToken(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{
+		AdminToken: "s3cret",
+		Policies:   testenv.Policies(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n"),
+	})
+	addr := s.HTTPAddr()
+	_, _, err := runCLI(t, "policies", "set", "--http", addr, "--outflow", "9/s", "p")
+	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "--admin-token") {
+		t.Errorf("policies set without the token = %v, want 401 and a hint at --admin-token", err)
+	}
+	if _, _, err := runCLI(t, "dead", "list", "--http", addr, "--admin-token", "wrong"); err == nil {
+		t.Error("dead list with a wrong token succeeded")
+	}
+	t.Setenv("SHAPER_ADMIN_TOKEN", "s3cret")
+	out, _, err := runCLI(t, "policies", "set", "--http", addr, "--outflow", "9/s", "p")
+	if err != nil || !strings.Contains(out, "outflow 9/s per key") {
+		t.Errorf("policies set with SHAPER_ADMIN_TOKEN = %q, %v", out, err)
+	}
+	if _, _, err := runCLI(t, "dead", "list", "--http", addr); err != nil {
+		t.Errorf("dead list with SHAPER_ADMIN_TOKEN = %v", err)
 	}
 }

@@ -1,29 +1,17 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/shaper-dev/shaper/policies"
-	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
-// showPolicy sends a policy change and prints the policy as it now is.
-func showPolicy(c *cli.Context, method, path, body string) error {
-	req, err := http.NewRequestWithContext(c.Context, method, "http://"+c.String("http")+path, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	var p shaper.PolicyStatus
-	if _, err := send(req, &p); err != nil {
-		return err
-	}
+// showPolicy prints a policy as a change or reset left it.
+func showPolicy(c *cli.Context, p client.Policy) {
 	fmt.Fprintf(c.App.Writer, "%s: outflow %s per key, queue %d, overflow %s", p.Name, p.Outflow, p.Queue, p.Overflow)
 	if !p.Total.IsZero() {
 		fmt.Fprintf(c.App.Writer, ", total %s", p.Total)
@@ -32,11 +20,37 @@ func showPolicy(c *cli.Context, method, path, body string) error {
 		fmt.Fprint(c.App.Writer, " (live override)")
 	}
 	fmt.Fprintln(c.App.Writer)
-	return nil
+}
+
+// policyChange is the change the flags of policies set ask for, and
+// whether they ask for any.
+func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
+	var change client.PolicyChange
+	for _, f := range []struct {
+		flag string
+		rate **policies.Rate
+	}{{"outflow", &change.Outflow}, {"total", &change.Total}} {
+		if !c.IsSet(f.flag) {
+			continue
+		}
+		r := new(policies.Rate)
+		if err := r.UnmarshalText([]byte(c.String(f.flag))); err != nil { // "" is the zero Rate: no cap
+			return change, false, fmt.Errorf("--%s: %w", f.flag, err)
+		}
+		*f.rate = r
+	}
+	if c.IsSet("overflow") {
+		o := policies.Overflow(c.String("overflow")) // the shaper checks it
+		change.Overflow = &o
+	}
+	if c.IsSet("queue") {
+		q := c.Int("queue")
+		change.Queue = &q
+	}
+	return change, change != client.PolicyChange{}, nil
 }
 
 func policiesCommand() *cli.Command {
-	httpFlag := &cli.StringFlag{Name: "http", Value: shaper.DefaultHTTPAddr, Usage: "the shaper's HTTP address", EnvVars: envVar("http")}
 	return &cli.Command{
 		Name:  "policies",
 		Usage: "check policy files; tune a running shaper's policies",
@@ -44,41 +58,53 @@ func policiesCommand() *cli.Command {
 			Name:      "set",
 			Usage:     "tune a policy of running shapers live (kept as an override until reset)",
 			ArgsUsage: "NAME",
-			Flags: []cli.Flag{httpFlag,
+			Flags: append(apiFlags(),
 				&cli.StringFlag{Name: "outflow", Usage: "per-key rate, e.g. 20/s"},
 				&cli.IntFlag{Name: "queue", Usage: "jobs a key may hold"},
 				&cli.StringFlag{Name: "total", Usage: "outflow cap over all keys (\"\" removes it)"},
 				&cli.StringFlag{Name: "overflow", Usage: "reject or defer"},
-			},
+			),
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return cli.Exit("usage: shaper policies set NAME [--outflow R] [--queue N] [--total R] [--overflow reject|defer]", 2)
 				}
-				change := map[string]any{}
-				for _, f := range []string{"outflow", "total", "overflow"} {
-					if c.IsSet(f) {
-						change[f] = c.String(f)
-					}
+				change, ok, err := policyChange(c)
+				if err != nil {
+					return fmt.Errorf("policies set: %w", err)
 				}
-				if c.IsSet("queue") {
-					change["queue"] = c.Int("queue")
-				}
-				if len(change) == 0 {
+				if !ok {
 					return cli.Exit("policies set: nothing to change (give --outflow, --queue, --total or --overflow)", 2)
 				}
-				body, _ := json.Marshal(change)
-				return showPolicy(c, http.MethodPut, "/v1/policies/"+url.PathEscape(c.Args().First()), string(body))
+				api, err := apiClient(c, time.Minute)
+				if err != nil {
+					return err
+				}
+				p, err := api.SetPolicy(c.Context, c.Args().First(), change)
+				if err != nil {
+					return apiError(err)
+				}
+				showPolicy(c, p)
+				return nil
 			},
 		}, {
 			Name:      "reset",
 			Usage:     "drop a policy's live override: back to the policy file",
 			ArgsUsage: "NAME",
-			Flags:     []cli.Flag{httpFlag},
+			Flags:     apiFlags(),
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return cli.Exit("usage: shaper policies reset NAME", 2)
 				}
-				return showPolicy(c, http.MethodDelete, "/v1/policies/"+url.PathEscape(c.Args().First())+"/override", "")
+				api, err := apiClient(c, time.Minute)
+				if err != nil {
+					return err
+				}
+				p, err := api.ResetPolicy(c.Context, c.Args().First())
+				if err != nil {
+					return apiError(err)
+				}
+				showPolicy(c, p)
+				return nil
 			},
 		}, {
 			Name:      "check",

@@ -1,0 +1,271 @@
+package client
+
+import (
+	"time"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// The names of the NATS contract.
+const (
+	// DefaultSubmitSubject is the root of the NATS ingress: a job for key k of
+	// policy p is a request to <root>.<p>.<token of k> (see queue.EncodeKey).
+	DefaultSubmitSubject = "shaper.submit"
+
+	// HeaderJobID, HeaderPolicy, HeaderKey, HeaderEnqueuedAt, HeaderAttempt
+	// and HeaderTrace are the headers of every delivery. HeaderKey may also
+	// carry the raw key of a NATS submission, and HeaderTrace the producer's
+	// W3C trace context (passed on as is).
+	HeaderJobID      = queue.HeaderJobID
+	HeaderPolicy     = queue.HeaderPolicy
+	HeaderKey        = queue.HeaderKey
+	HeaderEnqueuedAt = queue.HeaderEnqueuedAt
+	HeaderAttempt    = queue.HeaderAttempt
+	HeaderTrace      = queue.HeaderTrace
+
+	// HeaderIdempotencyKey makes a submission idempotent: a retry within the
+	// shaper's two-minute duplicate window is stored once and answered with
+	// the first one's id and Duplicate set. It is an HTTP header and a NATS
+	// header alike.
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// Accepted is the body of the 202 answer to POST /v1/jobs/{policy}/{key}:
+// the job is stored in its key's queue.
+type Accepted struct {
+	// ID names the job (GET /v1/jobs/{id}).
+	ID string `json:"id"`
+	// Policy and Key are what the job was submitted to.
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+	// Queued is how many jobs the key holds with this one.
+	Queued int64 `json:"queued"`
+	// ETAMs is when the job is expected to be delivered, in milliseconds
+	// from now.
+	ETAMs int64 `json:"eta_ms"`
+	// Duplicate says the submission repeated an earlier one's
+	// Idempotency-Key within the duplicate window: nothing new was stored,
+	// and ID is the first one's.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Problem is the RFC 9457 problem detail (application/problem+json) of
+// every error answer of the HTTP API, and of every 429, with shaper's
+// extension members.
+type Problem struct {
+	// Type is always "about:blank": the status code says what happened.
+	Type string `json:"type"`
+	// Title is the status code's text, Status the code.
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	// Detail says what went wrong in words.
+	Detail string `json:"detail,omitempty"`
+	// Policy and Key are what the submission was for, when it got that far.
+	Policy string `json:"policy,omitempty"`
+	Key    string `json:"key,omitempty"`
+	// RetryAfterMs is when to come back, in milliseconds: of a 429 without
+	// deferral, the time until the key's next slot frees (or the admission
+	// limit allows another job); of a deferred 429, when the kept job is
+	// expected to run; of a 503, when to try again. Zero when not said.
+	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
+	// Deferred says the job was kept (a full key of an overflow: defer
+	// policy): it runs later, do not submit it again.
+	Deferred bool `json:"deferred"`
+	// ID is the id of a deferred job.
+	ID string `json:"id,omitempty"`
+}
+
+// Reply is the answer to a NATS submission: what the HTTP API says in its
+// 202 body or its problem, with Status and Code saying which.
+type Reply struct {
+	// Status is queued, rejected, deferred or error.
+	Status ReplyStatus `json:"status"`
+	// ID is the job's id when it was queued or deferred.
+	ID     string `json:"id,omitempty"`
+	Policy string `json:"policy,omitempty"`
+	Key    string `json:"key,omitempty"`
+	// Queued is how many jobs the key holds: with this one when queued, at
+	// least the queue size when rejected because the key is full.
+	Queued int64 `json:"queued"`
+	// ETAMs is when a queued job is expected to be delivered, in
+	// milliseconds from now.
+	ETAMs int64 `json:"eta_ms"`
+	// RetryAfterMs is as in Problem.
+	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
+	// Deferred is Status == ReplyDeferred.
+	Deferred bool `json:"deferred"`
+	// Duplicate is as in Accepted.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Code is the HTTP status code the same submission would have been
+	// answered with (202, 429, 400, 404, 413, 503).
+	Code int `json:"code"`
+	// Error says what went wrong in words (the problem's detail).
+	Error string `json:"error,omitempty"`
+}
+
+// Job is what GET /v1/jobs/{id} says about a job. A queued job has no
+// record of its own: it is found in its queue, with Updated its enqueue
+// time. Records expire 24 h after their last change.
+type Job struct {
+	ID     string    `json:"id"`
+	Policy string    `json:"policy"`
+	Key    string    `json:"key"`
+	Status JobStatus `json:"status"`
+	// Deferrals counts the failed re-admissions of a deferred job.
+	Deferrals int `json:"deferrals,omitempty"`
+	// Attempts counts the delivery attempts made.
+	Attempts int `json:"delivery_attempts,omitempty"`
+	// NextTry is when a deferred or failing job is tried again.
+	NextTry time.Time `json:"next_try,omitzero"`
+	// Reason is why a dead job is dead: attempts, deadline or delivery.
+	Reason string `json:"reason,omitempty"`
+	// LastError is the last failure, or of a replayed dead job its new id.
+	LastError string `json:"last_error,omitempty"`
+	// History lists what happened to the job, one line each.
+	History []string `json:"history,omitempty"`
+	// Updated is when the record last changed.
+	Updated time.Time `json:"updated"`
+}
+
+// Policy is a policy as it is live now (the file's, or a live override)
+// with its figures, as GET /v1/policies and /v1/policies/{name} show it.
+// The counters are the answering shaper's, since it started.
+type Policy struct {
+	policies.Policy
+	// Keys is how many keys have jobs queued; Queued the jobs over all keys.
+	Keys   int   `json:"keys"`
+	Queued int64 `json:"queued"`
+	// Admitted counts 202s; Duplicates the resubmissions answered from the
+	// duplicate window.
+	Admitted   uint64 `json:"admitted"`
+	Duplicates uint64 `json:"duplicates"`
+	// Rejected counts 429s of a full key, Unavailable 503s.
+	Rejected    uint64 `json:"rejected"`
+	Unavailable uint64 `json:"unavailable"`
+	// Limited counts submissions refused by the admission limit;
+	// ShadowLimited those a shadow limit would have refused;
+	// LimiterErrors the decisions its backend (Redis) failed.
+	Limited       uint64 `json:"limited"`
+	ShadowLimited uint64 `json:"shadow_limited"`
+	LimiterErrors uint64 `json:"limiter_errors"`
+	// Deferred counts deferred 429s; DeferredQueued is how many deferred
+	// jobs wait for re-admission; Readmitted counts those put back into
+	// their queue.
+	Deferred       uint64 `json:"deferred"`
+	DeferredQueued int64  `json:"deferred_queued"`
+	Readmitted     uint64 `json:"readmitted"`
+	// Dead is how many dead letters the policy has.
+	Dead uint64 `json:"dead"`
+	// Delivered counts deliveries, Failed failed delivery attempts.
+	Delivered uint64 `json:"delivered"`
+	Failed    uint64 `json:"failed"`
+	// Override says the policy was tuned live and differs from the file.
+	Override bool `json:"override"`
+	// Draining says the answering shaper holds the policy's drain lease;
+	// InFlight is how many of its deliveries are in progress.
+	Draining bool `json:"draining"`
+	InFlight int  `json:"in_flight"`
+}
+
+// PolicyChange is the body of PUT /v1/policies/{name}: the fields to
+// change, nil for those to keep. The change applies on every shaper of the
+// cluster and is kept until DELETE /v1/policies/{name}/override. Where jobs
+// are delivered cannot change while running.
+type PolicyChange struct {
+	// Outflow is the per-key rate.
+	Outflow *policies.Rate `json:"outflow,omitempty"`
+	// Queue is how many jobs a key may hold.
+	Queue *int `json:"queue,omitempty"`
+	// Overflow is reject or defer.
+	Overflow *policies.Overflow `json:"overflow,omitempty"`
+	// Total caps the outflow over all keys; a zero Rate removes the cap.
+	Total *policies.Rate `json:"total,omitempty"`
+	// Retry replaces the retry bounds (its zero fields mean the defaults).
+	Retry *policies.Retry `json:"retry,omitempty"`
+	// Admit replaces the admission limit.
+	Admit *policies.Admit `json:"admit,omitempty"`
+}
+
+// DeadLetter is a dead-lettered job, as GET /v1/dead lists it and GET
+// /v1/dead/{policy}/{seq} shows it (only the latter with the payload).
+type DeadLetter struct {
+	// Seq is the dead letter's sequence in its policy's dead-letter stream.
+	Seq    uint64 `json:"seq"`
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+	// ID is the job's id.
+	ID string `json:"id"`
+	// Reason is attempts, deadline or delivery.
+	Reason string `json:"reason"`
+	// From is where the job died: "queue" or "deferred".
+	From string `json:"from"`
+	// At is when it was dead-lettered.
+	At time.Time `json:"at"`
+	// Attempts is how many attempts were made.
+	Attempts int      `json:"attempts"`
+	History  []string `json:"history"`
+	// Size is the payload's size in bytes.
+	Size int `json:"size"`
+	// Payload is the payload when it is UTF-8 text, PayloadBinary when it
+	// is not (shown only).
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBinary []byte  `json:"payload_base64,omitempty"`
+}
+
+// Data returns the dead letter's payload, whichever way it came; nil when
+// it came without one (as listed).
+func (d *DeadLetter) Data() []byte {
+	if d.Payload != nil {
+		return []byte(*d.Payload)
+	}
+	return d.PayloadBinary
+}
+
+// DeadReport is the answer to POST /v1/dead/replay and DELETE /v1/dead:
+// how many dead letters matched the filter and how many were replayed (kept
+// by the normal admission path: 202 or deferred) or purged, and each one.
+type DeadReport struct {
+	Done    int          `json:"done"`
+	Matched int          `json:"matched"`
+	Results []DeadResult `json:"results"`
+}
+
+// DeadResult is what a replay or purge did with one dead letter.
+type DeadResult struct {
+	Seq    uint64 `json:"seq"`
+	Policy string `json:"policy"`
+	ID     string `json:"id"`
+	// NewID is a replayed job's new id.
+	NewID string `json:"new_id,omitempty"`
+	// Done says the dead letter was replayed or purged (and removed).
+	Done bool `json:"done"`
+}
+
+// DeadFilter selects dead letters; its zero value selects every dead letter
+// of every policy.
+type DeadFilter struct {
+	// Policy, Key and Reason (attempts, deadline or delivery) select when set.
+	Policy string
+	Key    string
+	Reason string
+	// Limit bounds how many are listed, replayed or purged; 0 means the
+	// shaper's default (100 listed, all replayed or purged).
+	Limit int
+}
+
+// Health is the answer to GET /healthz.
+type Health struct {
+	Status        string `json:"status"`
+	UptimeSeconds int    `json:"uptime_s"`
+}
+
+// policyList and deadList are the envelopes of GET /v1/policies and GET /v1/dead.
+type (
+	policyList struct {
+		Policies []Policy `json:"policies"`
+	}
+	deadList struct {
+		Dead []DeadLetter `json:"dead"`
+	}
+)

@@ -1,0 +1,266 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Outcome says what became of a submission the shaper answered 202 or 429.
+type Outcome uint8
+
+// The outcomes of a submission.
+const (
+	// OutcomeAccepted: the job is stored in its key's queue (202).
+	OutcomeAccepted Outcome = iota + 1
+	// OutcomeRejected: the key's queue is full and the job was not kept
+	// (429). Submit it again after Result.RetryAfter.
+	OutcomeRejected
+	// OutcomeDeferred: the key's queue is full and the policy defers: the
+	// job is kept and runs later, expected after Result.RetryAfter (429
+	// deferred). Do not submit it again.
+	OutcomeDeferred
+	// OutcomeLimited: the policy's admission limit refused the job, which
+	// was not kept (429). Submit it again after Result.RetryAfter.
+	OutcomeLimited
+)
+
+var outcomeNames = [...]string{OutcomeAccepted: "accepted", OutcomeRejected: "rejected", OutcomeDeferred: "deferred", OutcomeLimited: "limited"}
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	if o > 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Retryable reports whether the job was refused and not kept, so that
+// submitting it again later is the way to get it in.
+func (o Outcome) Retryable() bool { return o == OutcomeRejected || o == OutcomeLimited }
+
+// Result is the shaper's answer to a submission it accepted or refused
+// with 429; any other answer is an error.
+type Result struct {
+	Outcome Outcome
+	// ID is the job's id when it was accepted or deferred.
+	ID string
+	// Policy and Key are what the shaper says the job was for.
+	Policy string
+	Key    string
+	// Queued is how many jobs the key holds with an accepted job. A NATS
+	// submission refused because the key is full says at least its queue
+	// size; over HTTP it is 0 for a refusal.
+	Queued int64
+	// ETA is when an accepted job is expected to be delivered.
+	ETA time.Duration
+	// RetryAfter is, for a refusal, when to submit again (the time until
+	// the key's next slot frees, or until the admission limit allows);
+	// for a deferred job, when it is expected to run. From the answer's
+	// retry_after_ms, or its Retry-After header when it has none.
+	RetryAfter time.Duration
+	// Duplicate says an Idempotency-Key matched an earlier submission
+	// within the duplicate window: nothing new was stored and ID is the
+	// first one's.
+	Duplicate bool
+	// Detail is the shaper's explanation of a 429.
+	Detail string
+	// Attempts is how many submissions were made: more than 1 after
+	// WithRetry waited for a refusal's RetryAfter.
+	Attempts int
+}
+
+// SubmitOption changes how Submit sends a job.
+type SubmitOption func(*submitOptions)
+
+type submitOptions struct {
+	idempotencyKey string
+	traceparent    string
+	retryWithin    time.Duration
+}
+
+// WithIdempotencyKey sends key as the Idempotency-Key: a retry of the same
+// submission within the shaper's two-minute duplicate window is stored
+// once and answered with the first one's id (Result.Duplicate).
+func WithIdempotencyKey(key string) SubmitOption {
+	return func(o *submitOptions) { o.idempotencyKey = key }
+}
+
+// WithTraceparent sends tp, a W3C traceparent, with the job; the shaper
+// passes it on with the delivery (it makes a new one when tp is not valid).
+func WithTraceparent(tp string) SubmitOption {
+	return func(o *submitOptions) { o.traceparent = tp }
+}
+
+// WithRetry makes Submit wait and submit again while the job is refused and
+// not kept (OutcomeRejected, OutcomeLimited), honouring each refusal's
+// RetryAfter, as long as the next try starts within maxWait of the first
+// one (and before ctx's deadline). It never resubmits a deferred job (it
+// is kept) nor after an error (a 4xx other than 429, a 5xx, a transport
+// error: a 503'd job may have been stored). Give an idempotency key too, so
+// that a retry whose first try was in fact stored is stored once.
+func WithRetry(maxWait time.Duration) SubmitOption {
+	return func(o *submitOptions) { o.retryWithin = maxWait }
+}
+
+func optionsOf(opts []SubmitOption) submitOptions {
+	if len(opts) == 0 {
+		return submitOptions{}
+	}
+	o := new(submitOptions) // on the heap (opt is any function): only when there are options
+	for _, opt := range opts {
+		opt(o)
+	}
+	return *o
+}
+
+// Submit offers payload to policy for key over HTTP (POST
+// /v1/jobs/{policy}/{key}, the key escaped so that any key arrives as it
+// is). A 202 or 429 is a Result; any other answer is an *Error
+// (ErrUnknownPolicy, ErrBadRequest for a bad key, ErrTooLarge,
+// ErrUnavailable, …), and a failed request a wrapped transport error.
+//
+// A 202 whose body cannot be read still returns its Result (the job is
+// stored: do not submit it again) together with an error that is
+// ErrBadAnswer. With WithRetry, when ctx ends during a wait Submit returns
+// the last refusal with ctx's error.
+func (c *Client) Submit(ctx context.Context, policy, key string, payload []byte, opts ...SubmitOption) (Result, error) {
+	if policy == "" {
+		return Result{}, errEmptyName
+	}
+	o := optionsOf(opts)
+	path := "/v1/jobs/" + segment(policy) + "/" + segment(key)
+	r := retrier{within: o.retryWithin}
+	for {
+		res, err := c.submit(ctx, path, payload, &o)
+		if again, err := r.next(ctx, &res, err); !again {
+			return res, err
+		}
+	}
+}
+
+// submit makes one submission.
+func (c *Client) submit(ctx context.Context, path string, payload []byte, o *submitOptions) (Result, error) {
+	resp, err := c.doSubmit(ctx, path, payload, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer resp.Body.Close()
+	buf := buffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxProblem {
+			buf.Reset()
+			buffers.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxProblem)); err != nil {
+		return Result{}, fmt.Errorf("client: POST %s: reading the answer: %w", path, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusAccepted:
+		var a Accepted
+		res := Result{Outcome: OutcomeAccepted}
+		if err := decodeAccepted(buf.Bytes(), &a); err != nil {
+			return res, fmt.Errorf("client: POST %s: 202 with %w: %v", path, ErrBadAnswer, err)
+		}
+		res.ID, res.Policy, res.Key, res.Queued, res.Duplicate = a.ID, a.Policy, a.Key, a.Queued, a.Duplicate
+		res.ETA = time.Duration(a.ETAMs) * time.Millisecond
+		return res, nil
+	case http.StatusTooManyRequests:
+		// A 429 without a problem (a proxy's) is a refusal all the same.
+		var p Problem
+		decodeProblem(buf.Bytes(), &p)
+		return refusal(p.Deferred, p.ID, p.Policy, p.Key, 0, p.Detail, retryAfter(p.RetryAfterMs, resp.Header)), nil
+	}
+	return Result{}, errorFrom("POST "+path, resp, buf.Bytes(), true)
+}
+
+// doSubmit sends one submission.
+func (c *Client) doSubmit(ctx context.Context, path string, payload []byte, o *submitOptions) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(payload))
+	if err != nil {
+		return nil, fmt.Errorf("client: POST %s: %w", path, err)
+	}
+	req.Header["User-Agent"] = c.agent
+	req.Header["Content-Type"] = octetStream
+	if c.auth != nil {
+		req.Header["Authorization"] = c.auth
+	}
+	if o.idempotencyKey != "" {
+		req.Header[HeaderIdempotencyKey] = []string{o.idempotencyKey}
+	}
+	if o.traceparent != "" {
+		req.Header["Traceparent"] = []string{o.traceparent}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err) // a *url.Error: it names the method and URL
+	}
+	return resp, nil
+}
+
+// refusal is the Result of a 429: deferred, limited by the admission
+// limit, or rejected because the key is full.
+func refusal(deferred bool, id, policy, key string, queued int64, detail string, after time.Duration) Result {
+	res := Result{Outcome: OutcomeRejected, Policy: policy, Key: key, Queued: queued, Detail: detail, RetryAfter: after}
+	switch {
+	case deferred:
+		res.Outcome, res.ID = OutcomeDeferred, id
+	case limitedDetail(detail):
+		res.Outcome = OutcomeLimited
+	}
+	return res
+}
+
+// limitedDetail reports whether a 429's detail is the admission limit's.
+// The contract has no field saying so (both 429s are "rejected", type
+// about:blank): the shaper's detail of an admission limit's refusal starts
+// with these words, and the client's tests hold a real shaper to them.
+func limitedDetail(detail string) bool {
+	return strings.HasPrefix(detail, "admission limit ")
+}
+
+// retrier decides, after each try of a submission, whether WithRetry
+// makes another one, and waits for it.
+type retrier struct {
+	within   time.Duration // WithRetry's bound; 0: no retries
+	start    time.Time     // of the first try
+	attempts int
+}
+
+// next records the answer to one try (res, err) and reports whether to try
+// again, having waited for it; when not, it returns the error to answer
+// with: err, or ctx's when it ended while waiting.
+func (r *retrier) next(ctx context.Context, res *Result, err error) (bool, error) {
+	r.attempts++
+	res.Attempts = r.attempts
+	if err != nil || r.within <= 0 || !res.Outcome.Retryable() {
+		return false, err
+	}
+	now := time.Now()
+	if r.attempts == 1 {
+		r.start = now // close enough: the first answer is in
+	}
+	wait := max(res.RetryAfter, time.Millisecond)
+	next := now.Add(wait)
+	if next.Sub(r.start) > r.within {
+		return false, nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && next.After(deadline) {
+		return false, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-ctx.Done():
+		return false, fmt.Errorf("client: waiting to submit again: %w", ctx.Err())
+	}
+}
