@@ -21,7 +21,6 @@ const maxHistory = 32
 // whether the failure counts, when to try again, and whether to give up,
 // and leaves the event to report in s.failure. d.mu must be held.
 func (d *Drainer) failed(k *keyState, s *step, now time.Time) {
-	d.failures.Add(1)
 	retry := d.pace.Retry
 	var (
 		pause  *RetryAfterError
@@ -44,6 +43,9 @@ func (d *Drainer) failed(k *keyState, s *step, now time.Time) {
 			_, ceiling := retry.bounds()
 			wait = min(max(wait, pause.After), ceiling)
 		}
+	}
+	if pause == nil || !pause.NotAttempted {
+		d.failures.Add(1) // a sink that did not try did not fail
 	}
 	if counts && k.deadReason == "" {
 		k.failures++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,21 +183,41 @@ func TestJetStreamDrainLeavesQueuedJobs(t *testing.T) {
 	}
 }
 
-// A confirmed delivery without responders fails and is retried until a
-// consumer answers; the job is then delivered, in order.
-func TestJetStreamRetriesFailedDelivery(t *testing.T) {
+// A delivery nobody answers ("no responders": no consumer online) is
+// neither an attempt nor a failure: the job stays at its key's head, the
+// sink says since when it waits, and once a consumer subscribes the jobs
+// are delivered in order, as first attempts.
+func TestJetStreamWaitsForAConsumer(t *testing.T) {
 	p := policy(t, "50/s", 10)
-	r := newRig(t, p, drain.NATSConfig{Confirm: true, Timeout: time.Second})
-	// A confirmed delivery has no responder until one subscribes.
+	r := newRig(t, p, drain.NATSConfig{})
 	r.sub.Unsubscribe()
+	sink, err := drain.NewNATSSink(r.nc, drain.NATSConfig{Subject: p.DeliverSubject(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d.Stop()
+	var probes atomic.Int32 // deliveries that found no consumer
+	r.d = drain.New(r.q, sink, paceOf(p), drain.Config{OnDeliver: func(e drain.Event) {
+		if e.Err != nil {
+			probes.Add(1)
+		}
+	}})
+	t.Cleanup(r.d.Stop)
 	r.admit("k", 2)
 	r.d.Start(context.Background())
-	waitFor(t, 10*time.Second, "two failed attempts", func() bool { return r.d.Stats().Failed >= 2 })
-	if st := r.d.Stats(); st.Delivered != 0 {
-		t.Fatalf("with no responders: %+v, want no delivery", st)
+	waitFor(t, 10*time.Second, "three unanswered probes", func() bool { return probes.Load() >= 3 })
+	if sink.Waiting().IsZero() {
+		t.Error("the sink does not say it waits for a consumer")
+	}
+	if st := r.d.Stats(); st.Delivered != 0 || st.Failed != 0 {
+		t.Fatalf("with no consumer: %+v, want neither deliveries nor failures", st)
+	}
+	token, _ := queue.EncodeKey("k")
+	if st := r.d.Key(token, time.Now()); st.Queued != 2 {
+		t.Errorf("with no consumer the key holds %d jobs, want 2", st.Queued)
 	}
 	got := make(chan *nats.Msg, 10)
-	sub, err := r.nc.Subscribe(p.DeliverSubject()+".k", func(m *nats.Msg) { got <- m; m.Respond(nil) })
+	sub, err := r.nc.Subscribe(p.DeliverSubject()+".>", func(m *nats.Msg) { got <- m; m.Respond(nil) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,13 +228,55 @@ func TestJetStreamRetriesFailedDelivery(t *testing.T) {
 			if id := m.Header.Get(queue.HeaderJobID); id != fmt.Sprint("k-", i) {
 				t.Errorf("delivery %d = %q, want k-%d", i, id, i)
 			}
-			if i == 0 && m.Header.Get(queue.HeaderAttempt) == "1" {
-				t.Errorf("first job delivered with Shaper-Attempt 1 after failures")
+			if a := m.Header.Get(queue.HeaderAttempt); a != "" && a != "1" {
+				t.Errorf("job k-%d delivered with Shaper-Attempt %s after waiting for a consumer, want 1", i, a)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("delivery %d never came after a responder appeared", i)
+			t.Fatalf("delivery %d never came after a consumer subscribed", i)
 		}
 	}
+	waitFor(t, 5*time.Second, "the sink to stop waiting", func() bool { return sink.Waiting().IsZero() })
+	if st := r.d.Stats(); st.Failed != 0 {
+		t.Errorf("after waiting for a consumer: %d failed attempts counted, want 0", st.Failed)
+	}
+}
+
+// A consumer that takes a job and does not answer in time fails the
+// attempt: the job is retried, as attempt 2, and delivered.
+func TestJetStreamRetriesUnansweredDelivery(t *testing.T) {
+	p := policy(t, "50/s", 10)
+	r := newRig(t, p, drain.NATSConfig{})
+	r.sub.Unsubscribe()
+	r.d.Stop()
+	r.d = drain.New(r.q, r.sink(drain.NATSConfig{Timeout: 200 * time.Millisecond}), paceOf(p), drain.Config{})
+	t.Cleanup(r.d.Stop)
+	got := make(chan *nats.Msg, 10)
+	var calls int
+	sub, err := r.nc.Subscribe(p.DeliverSubject()+".>", func(m *nats.Msg) {
+		if calls++; calls > 1 { // the first delivery gets no answer
+			m.Respond(nil)
+		}
+		got <- m
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	r.admit("k", 1)
+	r.d.Start(context.Background())
+	var attempts []string
+	for len(attempts) < 2 {
+		select {
+		case m := <-got:
+			attempts = append(attempts, m.Header.Get(queue.HeaderAttempt))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("deliveries %q: want a second attempt after an unanswered one", attempts)
+		}
+	}
+	if attempts[1] != "2" {
+		t.Errorf("Shaper-Attempt of the retry = %q, want 2", attempts[1])
+	}
+	waitFor(t, 5*time.Second, "the retried job to be delivered", func() bool { return r.d.Stats().Delivered == 1 })
 }
 
 // A drainer that takes a policy over (passive, then active) delivers every

@@ -15,8 +15,7 @@
 //	    total: 500/s        # optional; outflow cap over all keys of the policy
 //	    deliver:            # optional; where drained jobs go
 //	      subject: shaper.out.orders
-//	      stream: ORDERS_OUT
-//	      confirm: true
+//	      mode: confirm
 //	      timeout: 5s
 //	    retry: {attempts: 5, backoff: 1s, max_backoff: 1m, deadline: 1h}
 //	    admit:              # optional; an admission limit per key
@@ -44,10 +43,13 @@
 //     a literal NATS subject (no * or >, no spaces, no empty tokens). stream
 //     names a JetStream stream that captures <subject>.>, and makes delivery
 //     wait for the stream's acknowledgement; it may not contain . * > / \ or
-//     spaces. confirm: true makes each delivery a request that a consumer
-//     must answer. webhook is an http:// or https:// URL that receives each
-//     job as a POST; it excludes subject, stream and confirm. timeout bounds
-//     one webhook or confirmed delivery.
+//     spaces. mode (without a stream) is "confirm", the default: each
+//     delivery is a request that a consumer answers once it took the job
+//     (at least once; no consumer online makes the job wait, which is not an
+//     attempt); or "publish": publish and forget (at most once). The older
+//     confirm: true|false means mode confirm|publish. webhook is an http://
+//     or https:// URL that receives each job as a POST; it excludes subject,
+//     stream and mode. timeout bounds one delivery.
 //   - retry: attempts (at least 1), backoff (the first delay, doubled on
 //     each retry with full jitter), max_backoff (the delay cap, at least
 //     backoff) and deadline (how long after its first submission a job may

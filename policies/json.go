@@ -50,14 +50,14 @@ func (r *Retry) UnmarshalJSON(b []byte) error {
 type deliverJSON struct {
 	Subject string `json:"subject,omitempty"`
 	Stream  string `json:"stream,omitempty"`
-	Confirm bool   `json:"confirm,omitempty"`
+	Mode    string `json:"mode,omitempty"`
 	Webhook string `json:"webhook,omitempty"`
 	Timeout string `json:"timeout,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler.
 func (d Deliver) MarshalJSON() ([]byte, error) {
-	v := deliverJSON{Subject: d.Subject, Stream: d.Stream, Confirm: d.Confirm, Webhook: d.Webhook}
+	v := deliverJSON{Subject: d.Subject, Stream: d.Stream, Mode: string(d.Mode), Webhook: d.Webhook}
 	if d.Timeout > 0 {
 		v.Timeout = d.Timeout.String()
 	}
@@ -70,7 +70,7 @@ func (d *Deliver) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	out := Deliver{Subject: v.Subject, Stream: v.Stream, Confirm: v.Confirm, Webhook: v.Webhook}
+	out := Deliver{Subject: v.Subject, Stream: v.Stream, Mode: DeliverMode(v.Mode), Webhook: v.Webhook}
 	if v.Timeout != "" {
 		t, err := time.ParseDuration(v.Timeout)
 		if err != nil {

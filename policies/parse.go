@@ -73,7 +73,7 @@ func (p *parser) errorf(at pos, field, format string, args ...any) *Error {
 var (
 	fileFields    = []string{"policies"}
 	policyFields  = []string{"name", "outflow", "queue", "overflow", "total", "deliver", "retry", "admit"}
-	deliverFields = []string{"subject", "stream", "confirm", "webhook", "timeout"}
+	deliverFields = []string{"subject", "stream", "mode", "confirm", "webhook", "timeout"}
 	retryFields   = []string{"attempts", "backoff", "max_backoff", "deadline"}
 	admitFields   = []string{"algorithm", "limit", "burst", "shadow", "fail"}
 )
@@ -211,6 +211,7 @@ func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, ok bool) {
 		return d
 	}
 
+	var confirm *bool // deliver.confirm, when given
 	item = deref(item)
 	p.mapping(item, flow, "", policyFields, func(key string, k, v *yaml.Node, flow bool) {
 		if !note(key, k, v, flow) {
@@ -244,8 +245,13 @@ func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, ok bool) {
 					pol.Deliver.Subject, _ = str(key, v, flow)
 				case "deliver.stream":
 					pol.Deliver.Stream, _ = str(key, v, flow)
+				case "deliver.mode":
+					s, _ := str(key, v, flow)
+					pol.Deliver.Mode = DeliverMode(s)
 				case "deliver.confirm":
-					pol.Deliver.Confirm = boolean(key, v, flow)
+					// The older spelling: true is mode confirm, false mode publish.
+					c := boolean(key, v, flow)
+					confirm = &c
 				case "deliver.webhook":
 					pol.Deliver.Webhook, _ = str(key, v, flow)
 				case "deliver.timeout":
@@ -321,6 +327,18 @@ func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, ok bool) {
 			}
 			failed[r.field] = true
 			p.errorf(w, r.field, "missing: %s", r.want)
+		}
+	}
+
+	if confirm != nil && !failed["deliver.confirm"] {
+		switch {
+		case set["deliver.mode"]:
+			failed["deliver.confirm"] = true
+			p.errorf(where["deliver.confirm"], "deliver.confirm", "give mode or confirm, not both (confirm: true is mode: confirm, the default)")
+		case *confirm:
+			pol.Deliver.Mode = DeliverConfirm
+		default:
+			pol.Deliver.Mode = DeliverPublish
 		}
 	}
 

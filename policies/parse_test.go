@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ func defaults(name string, outflow Rate, queue, line int) Policy {
 		Outflow:  outflow,
 		Queue:    queue,
 		Overflow: DefaultOverflow,
-		Deliver:  Deliver{Subject: DefaultDeliverPrefix + "." + name, Timeout: DefaultWebhookTimeout},
+		Deliver:  Deliver{Subject: DefaultDeliverPrefix + "." + name, Mode: DeliverConfirm, Timeout: DefaultWebhookTimeout},
 		Retry: Retry{
 			Attempts:   DefaultRetryAttempts,
 			Backoff:    DefaultRetryBackoff,
@@ -64,7 +65,7 @@ policies:
 			p := defaults("orders", perSec(20), 1_000_000, 3)
 			p.Overflow = OverflowDefer
 			p.Total = perSec(500)
-			p.Deliver = Deliver{Subject: "out.orders", Stream: "ORDERS_OUT", Confirm: true, Timeout: 5 * time.Second}
+			p.Deliver = Deliver{Subject: "out.orders", Stream: "ORDERS_OUT", Timeout: 5 * time.Second}
 			p.Retry = Retry{Attempts: 5, Backoff: time.Second, MaxBackoff: time.Minute, Deadline: time.Hour}
 			p.Admit = &Admit{Algorithm: "token_bucket", Limit: Rate{600, time.Minute}, Burst: 10, Shadow: true, Fail: "closed"}
 			return []Policy{p}
@@ -200,6 +201,10 @@ func TestParseErrors(t *testing.T) {
 		{"deliver unknown", head + "    deliver:\n      url: http://x\n", 6, "deliver", `unknown field "url"`},
 		{"stream dot", head + "    deliver:\n      stream: A.B\n", 6, "deliver.stream", "may not contain"},
 		{"stream space", head + "    deliver:\n      stream: 'A B'\n", 6, "deliver.stream", "may not contain"},
+		{"mode unknown", head + "    deliver:\n      mode: fire\n", 6, "deliver.mode", `"fire": want "confirm"`},
+		{"mode and confirm", head + "    deliver:\n      mode: publish\n      confirm: true\n", 7, "deliver.confirm", "give mode or confirm, not both"},
+		{"publish into a stream", head + "    deliver:\n      stream: S\n      mode: publish\n", 7, "deliver.mode", "a stream delivery waits"},
+		{"webhook and mode", head + "    deliver:\n      webhook: http://x/\n      mode: confirm\n", 6, "deliver.webhook", "a webhook excludes mode"},
 		{"confirm yes", head + "    deliver:\n      confirm: yes\n", 6, "deliver.confirm", `"yes": want true or false`},
 		{"webhook scheme", head + "    deliver:\n      webhook: ftp://x/y\n", 6, "deliver.webhook", "want an http:// or https:// URL"},
 		{"webhook no host", head + "    deliver:\n      webhook: 'http:///x'\n", 6, "deliver.webhook", "no host"},
@@ -341,5 +346,39 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load(missing) error = %v, want os.ErrNotExist", err)
+	}
+}
+
+// Deliveries to NATS are confirmed unless a policy opts into publishing;
+// confirm: true|false is the older spelling of mode confirm|publish.
+func TestDeliverMode(t *testing.T) {
+	for _, c := range []struct {
+		deliver string
+		want    DeliverMode
+	}{
+		{"", DeliverConfirm},
+		{"    deliver: out.x\n", DeliverConfirm},
+		{"    deliver: {mode: publish}\n", DeliverPublish},
+		{"    deliver: {mode: confirm}\n", DeliverConfirm},
+		{"    deliver: {confirm: true}\n", DeliverConfirm},
+		{"    deliver: {confirm: false}\n", DeliverPublish},
+		{"    deliver: {stream: OUT}\n", ""},
+		{"    deliver: {stream: OUT, mode: confirm}\n", ""},
+		{"    deliver: {webhook: 'http://x/'}\n", ""},
+	} {
+		set, err := Parse("p.yaml", []byte("policies:\n  - name: p\n    outflow: 1/s\n    queue: 1\n"+c.deliver))
+		if err != nil {
+			t.Errorf("%q: %v", c.deliver, err)
+			continue
+		}
+		p, _ := set.Lookup("p")
+		if p.Deliver.Mode != c.want {
+			t.Errorf("%q: mode %q, want %q", c.deliver, p.Deliver.Mode, c.want)
+		}
+		b, _ := json.Marshal(p.Deliver)
+		var back Deliver
+		if err := json.Unmarshal(b, &back); err != nil || back != p.Deliver {
+			t.Errorf("%q: JSON %s decodes as %+v, %v", c.deliver, b, back, err)
+		}
 	}
 }

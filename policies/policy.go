@@ -63,6 +63,21 @@ type Policy struct {
 	Line int `json:"-"`
 }
 
+// DeliverMode is how a job is handed to NATS consumers.
+type DeliverMode string
+
+// Delivery modes of a NATS subject (not of a stream or a webhook).
+const (
+	// DeliverConfirm sends each job as a NATS request: it leaves the queue
+	// only when a consumer replied (at least once). No consumer online
+	// ("no responders") is neither an attempt nor a failure: the job waits.
+	// The default.
+	DeliverConfirm DeliverMode = "confirm"
+	// DeliverPublish publishes each job and forgets it (at most once): a job
+	// nobody was subscribed for is lost.
+	DeliverPublish DeliverMode = "publish"
+)
+
 // Deliver is a policy's delivery target. Exactly one kind applies: a webhook
 // when Webhook is set, else a NATS subject (published into Stream when set).
 type Deliver struct {
@@ -72,9 +87,10 @@ type Deliver struct {
 	// Stream, when set, names a JetStream stream that must capture Subject.>;
 	// delivery then waits for the stream's acknowledgement.
 	Stream string `json:"stream,omitempty"`
-	// Confirm makes a NATS delivery a request: it succeeds only when a consumer
-	// replies, and "no responders" is a delivery failure.
-	Confirm bool `json:"confirm,omitempty"`
+	// Mode is how jobs reach the subject's consumers when there is no
+	// Stream: DeliverConfirm (the default) or DeliverPublish. Empty for a
+	// stream or a webhook.
+	Mode DeliverMode `json:"mode,omitempty"`
 	// Webhook is an http(s) URL that receives each job as a POST.
 	Webhook string `json:"webhook,omitempty"`
 	// Timeout bounds one webhook or confirmed delivery. Default DefaultWebhookTimeout.

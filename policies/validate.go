@@ -88,14 +88,20 @@ func (p *Policy) validate() []*Error {
 		if d.Stream != "" {
 			other = append(other, "stream")
 		}
-		if d.Confirm {
-			other = append(other, "confirm")
+		if d.Mode != "" {
+			other = append(other, "mode")
 		}
 		if len(other) > 0 {
 			add("deliver.webhook", "a webhook excludes %s: deliver either to NATS or to a webhook", strings.Join(other, " and "))
 		}
 	} else if msg := checkSubject(d.Subject); msg != "" {
 		add("deliver.subject", "%s", msg)
+	}
+	switch {
+	case d.Mode != "" && d.Mode != DeliverConfirm && d.Mode != DeliverPublish:
+		add("deliver.mode", "%q: want %q (a consumer replies to each job: at least once) or %q (at most once)", d.Mode, DeliverConfirm, DeliverPublish)
+	case d.Mode == DeliverPublish && d.Stream != "":
+		add("deliver.mode", "%q: a stream delivery waits for the stream's acknowledgement; leave mode out", d.Mode)
 	}
 	if d.Stream != "" {
 		if msg := checkStream(d.Stream); msg != "" {
@@ -235,6 +241,12 @@ func (p *Policy) fillDefaults(has func(field string) bool) {
 	}
 	if p.Deliver.Webhook == "" && unset("deliver.subject", p.Deliver.Subject == "") {
 		p.Deliver.Subject = DefaultDeliverPrefix + "." + p.Name
+	}
+	if p.Deliver.Webhook == "" && p.Deliver.Stream == "" && p.Deliver.Mode == "" {
+		p.Deliver.Mode = DeliverConfirm
+	}
+	if p.Deliver.Stream != "" && p.Deliver.Mode == DeliverConfirm {
+		p.Deliver.Mode = "" // a stream always confirms
 	}
 	if unset("deliver.timeout", p.Deliver.Timeout == 0) {
 		p.Deliver.Timeout = DefaultWebhookTimeout

@@ -63,7 +63,9 @@ policies:
 // benchShaper starts a Shaper with benchPolicies, stopped when b ends.
 func benchShaper(b *testing.B) *shaper.Shaper {
 	b.Helper()
-	return testenv.Shaper(b, shaper.Config{Policies: testenv.Policies(b, benchPolicies)}).Shaper
+	s := testenv.Shaper(b, shaper.Config{Policies: testenv.Policies(b, benchPolicies)}).Shaper
+	testenv.Consume(b, s.NATSURL(), "shaper.out.>")
+	return s
 }
 
 // benchHTTPClient is one client for every HTTP benchmark: keep-alive

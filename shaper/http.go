@@ -39,7 +39,7 @@ func (s *Shaper) Handler() http.Handler {
 	s.ingress.Routes(mux, submit)
 	s.policies.routes(mux, s.cluster, admin, s.log)
 	s.dead.Routes(mux, admin)
-	mux.HandleFunc("GET /v1/jobs/{id}", submit(s.jobs.Handler(s.policies.queueOf)))
+	mux.HandleFunc("GET /v1/jobs/{id}", submit(s.jobs.Handler(s.policies.queueOf, s.policies.waiting)))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("POST /v1/reload", admin(s.handleReload))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

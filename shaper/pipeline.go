@@ -39,6 +39,7 @@ type pipeline struct {
 	drain      *drain.Drainer
 	deferQueue *queue.Queue
 	deferDrain *drain.Drainer
+	waiting    func() time.Time   // since when deliveries find no consumer (nil: not a NATS request sink)
 	override   atomic.Bool        // the live policy is a stored override
 	stopLease  context.CancelFunc // stops holding the policy's drain lease
 }
@@ -85,6 +86,9 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 		return nil, fmt.Errorf("admit: %w", err)
 	}
 	line := &pipeline{gate: gate, queue: q, deferQueue: deferQ}
+	if ns, ok := sink.(*drain.NATSSink); ok {
+		line.waiting = ns.Waiting
+	}
 	line.drain = drain.New(q, sink, paceOf(p), drain.Config{
 		Workers:    s.cfg.Workers,
 		Logger:     s.log,
@@ -168,7 +172,7 @@ func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, er
 	return drain.NewNATSSink(s.nc, drain.NATSConfig{
 		Subject: p.DeliverSubject(),
 		Stream:  p.Deliver.Stream != "",
-		Confirm: p.Deliver.Confirm,
+		Publish: p.Deliver.Mode == policies.DeliverPublish,
 		Timeout: p.Deliver.Timeout,
 	})
 }
@@ -181,10 +185,19 @@ func (s *Shaper) recordDelivery(policy string) func(drain.Event) {
 			// dead-lettered: recorded by the dead letters
 		case e.Err == nil:
 			s.jobs.Put(jobs.Record{ID: e.ID, Policy: policy, Key: e.Key, Status: jobs.Delivered, Attempts: e.Attempt})
+		case notAttempted(e.Err):
+			// waiting for a consumer (or for room): the job's status says so
+			// without a record
 		default:
 			s.jobs.Put(jobs.Record{ID: e.ID, Policy: policy, Key: e.Key, Status: jobs.Queued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()})
 		}
 	}
+}
+
+// notAttempted says whether err is a sink's pause without an attempt.
+func notAttempted(err error) bool {
+	var pause *drain.RetryAfterError
+	return errors.As(err, &pause) && pause.NotAttempted
 }
 
 // recordDeferred keeps the job records of deferred jobs whose re-admission

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
@@ -104,6 +105,21 @@ func (t *table) queueOf(id string) (string, *queue.Queue, uint64, bool) {
 		}
 	}
 	return "", nil, 0, false
+}
+
+// waiting says why the queued jobs of policy wait (jobs.Waiting): for
+// a consumer, when its deliveries find nobody to answer them.
+func (t *table) waiting(policy string) string {
+	t.mu.RLock()
+	line := t.lines[policy]
+	t.mu.RUnlock()
+	if line == nil || line.waiting == nil {
+		return ""
+	}
+	if since := line.waiting(); !since.IsZero() {
+		return fmt.Sprintf("%s since %s", drain.WaitingForConsumer, since.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 // override applies a stored override of policy name, or takes the policy

@@ -36,6 +36,7 @@ policies:
 		t.Fatal(err)
 	}
 	r := wrap(t, testenv.Shaper(t, shaper.Config{Policies: set, PolicyFile: file}))
+	testenv.Consume(t, r.NATSURL(), "shaper.out.>")
 	for range 4 {
 		if a := r.post(t, "slow", "k", []byte("x")); a.code != http.StatusAccepted {
 			t.Fatalf("POST slow = %d %v", a.code, a.body)

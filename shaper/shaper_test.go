@@ -93,6 +93,9 @@ func collect(t *testing.T, nc *nats.Conn, subject string) func(n int, timeout ti
 		got = append(got, m)
 		at = append(at, time.Now())
 		mu.Unlock()
+		if m.Reply != "" {
+			m.Respond(nil) // a confirmed delivery: taken
+		}
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,4 +57,30 @@ func Connect(t testing.TB, s *server.Server) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// Consume takes every delivery on subject from the NATS server at url, as a
+// consumer of confirmed deliveries does (it answers each), until the test
+// ends, and returns the count of deliveries taken.
+func Consume(t testing.TB, url, subject string) *atomic.Int64 {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("testenv: consume %s: %v", subject, err)
+	}
+	t.Cleanup(nc.Close)
+	var n atomic.Int64
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		n.Add(1)
+		if m.Reply != "" {
+			m.Respond(nil)
+		}
+	}); err != nil {
+		t.Fatalf("testenv: consume %s: %v", subject, err)
+	}
+	// Subscribe only queues SUB: make sure the server has it.
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("testenv: consume %s: %v", subject, err)
+	}
+	return &n
 }

@@ -56,6 +56,7 @@ type env struct {
 func start(t *testing.T, yaml string) *env {
 	t.Helper()
 	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, yaml), MaxPayload: maxPayload})
+	testenv.Consume(t, s.NATSURL(), "shaper.out.>")
 	e := &env{s: s, base: "http://" + s.HTTPAddr()}
 	var err error
 	if e.c, err = client.New(e.base, client.Config{}); err != nil {

@@ -115,11 +115,18 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 // job's sequence there; ok false for an id no queue made.
 type Finder func(id string) (policy string, q *queue.Queue, seq uint64, ok bool)
 
+// Waiting says why the queued jobs of policy wait beyond their turn ("":
+// they do not), as the reason of their status.
+type Waiting func(policy string) string
+
 // Handler serves GET /v1/jobs/{id}.
-func (s *Store) Handler(find Finder) http.HandlerFunc {
+func (s *Store) Handler(find Finder, waiting Waiting) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		rec, err := s.find(r.Context(), id, find)
+		if err == nil && rec.Status == Queued && rec.Reason == "" {
+			rec.Reason = waiting(rec.Policy)
+		}
 		switch {
 		case err == nil:
 			httpapi.WriteJSON(w, http.StatusOK, rec)

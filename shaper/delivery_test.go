@@ -1,0 +1,88 @@
+package shaper_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/shaper/client"
+)
+
+// A job submitted before any consumer exists is not "delivered": it stays
+// queued, its status says it waits for a consumer, no attempt is counted,
+// and the first consumer to subscribe takes it as attempt 1.
+func TestConfirmedDeliveryWaitsForAConsumer(t *testing.T) {
+	r := start(t, "policies:\n  - name: p\n    outflow: 50/s\n    queue: 10\n")
+	api, err := client.New(r.base, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := api.Submit(ctx, "p", "k", []byte("hello"))
+	if err != nil || res.Outcome != client.OutcomeAccepted {
+		t.Fatalf("Submit = %+v, %v", res, err)
+	}
+	var job client.Job
+	waitFor(t, "the job's status to say it waits for a consumer", 10*time.Second, func() bool {
+		job, err = api.Job(ctx, res.ID)
+		return err == nil && strings.HasPrefix(job.Reason, drain.WaitingForConsumer)
+	})
+	if job.Status != client.JobQueued || job.Attempts != 0 {
+		t.Errorf("job without a consumer = %+v, want queued with no attempt", job)
+	}
+	if p, _ := api.Policy(ctx, "p"); p.Delivered != 0 || p.Failed != 0 || p.Queued != 1 {
+		t.Errorf("policy without a consumer: delivered %d, failed %d, queued %d; want 0, 0, 1", p.Delivered, p.Failed, p.Queued)
+	}
+
+	got := make(chan *nats.Msg, 1)
+	sub, err := r.nc.QueueSubscribe("shaper.out.p.>", "workers", func(m *nats.Msg) {
+		got <- m
+		m.Respond(nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	select {
+	case m := <-got:
+		if string(m.Data) != "hello" || m.Header.Get(client.HeaderJobID) != res.ID {
+			t.Errorf("delivery = %q id %q, want hello id %s", m.Data, m.Header.Get(client.HeaderJobID), res.ID)
+		}
+		if a := m.Header.Get(client.HeaderAttempt); a != "" && a != "1" {
+			t.Errorf("Shaper-Attempt = %s after waiting for a consumer, want 1", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery 10s after a consumer subscribed")
+	}
+	waitFor(t, "the job delivered", 5*time.Second, func() bool {
+		job, err = api.Job(ctx, res.ID)
+		return err == nil && job.Status == client.JobDelivered
+	})
+}
+
+// deliver: {mode: publish} publishes and forgets: a job reaches whoever
+// is subscribed, without a reply, and counts as delivered.
+func TestPublishModeDeliversWithoutReply(t *testing.T) {
+	r := start(t, "policies:\n  - name: p\n    outflow: 50/s\n    queue: 10\n    deliver: {mode: publish}\n")
+	got := collect(t, r.nc, "shaper.out.p.>") // never replies
+	api, err := client.New(r.base, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if res, err := api.Submit(context.Background(), "p", "k", nil); err != nil || res.Outcome != client.OutcomeAccepted {
+			t.Fatalf("Submit = %+v, %v", res, err)
+		}
+	}
+	if msgs := got(3, 10*time.Second); len(msgs) != 3 || msgs[0].Reply != "" {
+		t.Fatalf("got %d deliveries (reply subject %q), want 3 plain publishes", len(msgs), msgs[0].Reply)
+	}
+	waitFor(t, "3 delivered", 5*time.Second, func() bool {
+		p, _ := api.Policy(context.Background(), "p")
+		return p.Delivered == 3
+	})
+}
