@@ -11,17 +11,16 @@ import (
 	"time"
 )
 
-// confirmedPolicy is a policy file with one policy whose deliveries are
-// confirmed requests: a delivery counts only when the recorder has replied,
-// so a job published while the recorder is reconnecting is delivered again,
-// not lost. Retries of a failed delivery start after 100 ms.
+// confirmedPolicy is a policy file with one policy delivering the default
+// way, confirmed requests: a delivery counts only when the recorder has
+// replied, so a job published while the recorder is reconnecting is
+// delivered again, not lost. Retries of a failed delivery start after 100 ms.
 func confirmedPolicy(name, outflow string, queue int) string {
 	return fmt.Sprintf(`policies:
   - name: %s
     outflow: %s
     queue: %d
     deliver:
-      confirm: true
       timeout: 2s
     retry:
       backoff: 100ms

@@ -30,7 +30,7 @@ type running struct {
 	nc   *nats.Conn
 }
 
-func start(t *testing.T, yaml string, edit ...func(*shaper.Config)) *running {
+func start(t testing.TB, yaml string, edit ...func(*shaper.Config)) *running {
 	t.Helper()
 	cfg := shaper.Config{Policies: testenv.Policies(t, yaml)}
 	for _, e := range edit {
@@ -39,7 +39,7 @@ func start(t *testing.T, yaml string, edit ...func(*shaper.Config)) *running {
 	return wrap(t, testenv.Shaper(t, cfg))
 }
 
-func wrap(t *testing.T, s *testenv.Running) *running {
+func wrap(t testing.TB, s *testenv.Running) *running {
 	t.Helper()
 	r := &running{Running: s, base: "http://" + s.HTTPAddr()}
 	if s.NATSURL() != "" {
