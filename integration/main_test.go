@@ -16,6 +16,7 @@ import (
 var bins struct {
 	shaper     string
 	natsServer string
+	producer   string
 }
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
@@ -33,9 +34,11 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	bins.shaper = filepath.Join(dir, "shaper")
 	bins.natsServer = filepath.Join(dir, "nats-server")
+	bins.producer = filepath.Join(dir, "producer")
 	for _, b := range []struct{ out, pkg string }{
 		{bins.shaper, "github.com/shaper-dev/shaper/cmd/shaper"},
 		{bins.natsServer, "github.com/nats-io/nats-server/v2"},
+		{bins.producer, "github.com/shaper-dev/shaper/cmd/producer"},
 	} {
 		if err := goBuild(b.out, b.pkg); err != nil {
 			fmt.Fprintln(os.Stderr, "integration:", err)
