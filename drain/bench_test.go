@@ -109,9 +109,9 @@ policies:
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Deliveries go to a subscriber on another connection, as they would
-	// to a downstream consumer.
-	sub, err := testenv.Connect(b, s).Subscribe(p.DeliverSubject()+".>", func(*nats.Msg) {})
+	// Deliveries go to a consumer on another connection that answers each
+	// (the default, confirmed delivery), as a downstream consumer would.
+	sub, err := testenv.Connect(b, s).Subscribe(p.DeliverSubject()+".>", func(m *nats.Msg) { m.Respond(nil) })
 	if err != nil {
 		b.Fatal(err)
 	}
