@@ -173,9 +173,12 @@ func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, er
 	})
 }
 
-// recordDelivery keeps the job records of delivered and failing jobs.
+// recordDelivery keeps the job records of delivered and failing jobs, and
+// has the operator page's series record every event.
 func (s *Shaper) recordDelivery(policy string) func(drain.Event) {
+	series := s.series.Recorder(policy)
 	return func(e drain.Event) {
+		series.Observe(e)
 		switch {
 		case e.Reason != "":
 			// dead-lettered: recorded by the dead letters
