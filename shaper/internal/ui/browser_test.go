@@ -81,9 +81,9 @@ policies:
 	}
 
 	b := newBrowser(t, 1280, 900)
-	b.do("open the page and log in",
-		chromedp.Navigate(base+"/ui"),
-		chromedp.WaitVisible(chromedp.CSS("#login")),
+	b.do("open the page", chromedp.Navigate(base+"/ui"), chromedp.WaitVisible(chromedp.CSS("#login")))
+	b.screenshot("operator-page-login.png")
+	b.do("log in",
 		chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
 		chromedp.WaitVisible(card("orders", `[data-figure="admitted"] .value`)),

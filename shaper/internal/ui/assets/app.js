@@ -17,6 +17,7 @@ let polls = 0;
 let lastOK = 0;
 let inFlight = false; // one poll at a time: samples are merged once
 let again = false; // a poll was asked for while one was in flight
+let navSignature = ''; // the policies the nav links to, rebuilt when they change
 
 // merge adds the newly sampled series s to what the page keeps, dropping
 // samples older than the window.
@@ -63,6 +64,10 @@ function arrange(names, policies) {
     const root = card(name).root;
     if (list.children[i] !== root) list.insertBefore(root, list.children[i] || null);
   });
+  $('empty').hidden = names.length > 0;
+  const signature = policies.map((p) => p.name + (p.override ? '*' : '')).join(' ');
+  if (signature === navSignature) return;
+  navSignature = signature;
   $('nav').replaceChildren(...policies.map((p) => {
     const a = document.createElement('a');
     a.href = '#policy-' + encodeURIComponent(p.name);
@@ -73,7 +78,6 @@ function arrange(names, policies) {
     }
     return a;
   }));
-  $('empty').hidden = names.length > 0;
 }
 
 async function poll() {
@@ -133,6 +137,8 @@ function askToken(message) {
   $('login').hidden = false;
   $('logout').hidden = true;
   $('login-error').textContent = message || '';
+  $('live').className = 'live';
+  $('live').textContent = 'admin token needed';
   $('token').focus();
 }
 
@@ -156,6 +162,8 @@ $('logout').addEventListener('click', () => {
   cards.clear();
   kept.clear();
   since = 0;
+  navSignature = '';
+  $('nav').replaceChildren();
   askToken('');
 });
 
