@@ -28,6 +28,7 @@ import (
 //	DELETE /v1/dead?policy=&key=&reason=          purge dead letters
 //	GET  /ui/                      the operator page (admin: see ui.Series.Routes)
 //	GET  /v1/ui/series?since=      every policy's figures over the last minutes, for the page
+//	GET  /v1/ui/access             whether the page must ask for the admin token (open)
 //	GET  /healthz                  the process is alive
 //	GET  /readyz                   the Shaper accepts jobs (JetStream reachable)
 //	GET  /metrics                  the figures in the Prometheus text format
