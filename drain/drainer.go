@@ -72,6 +72,7 @@ type Event struct {
 	Key       string
 	ID        string
 	Attempt   int
+	Enqueued  time.Time // when the job was first accepted (queue.Msg.EnqueuedAt)
 	Scheduled time.Time // the slot the delivery was due in
 	Started   time.Time // when the sink was called
 	Err       error     // nil when delivered

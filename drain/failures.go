@@ -83,6 +83,6 @@ func (d *Drainer) failed(k *keyState, s *step, now time.Time) {
 	}
 	// Reported once complete, before the key is released: a job's dead
 	// letter or the key's next delivery (its next step) cannot overtake it.
-	s.failure = &Event{Key: k.held.Key, ID: k.held.ID, Attempt: k.held.Attempt, Scheduled: s.scheduled,
+	s.failure = &Event{Key: k.held.Key, ID: k.held.ID, Attempt: k.held.Attempt, Enqueued: k.held.EnqueuedAt, Scheduled: s.scheduled,
 		Started: s.started, Err: s.err, RetryAt: k.due}
 }

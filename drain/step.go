@@ -59,7 +59,7 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 			d.delivered.Add(1)
 			if d.cfg.OnDeliver != nil {
 				d.cfg.OnDeliver(Event{Key: s.deliver.Key, ID: s.deliver.ID, Attempt: s.deliver.Attempt,
-					Scheduled: s.scheduled, Started: s.started})
+					Enqueued: s.deliver.EnqueuedAt, Scheduled: s.scheduled, Started: s.started})
 			}
 		}
 	}
@@ -75,7 +75,7 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 			d.dead.Add(1)
 			if d.cfg.OnDeliver != nil {
 				d.cfg.OnDeliver(Event{Key: s.deadLetter.Key, ID: s.deadLetter.ID, Attempt: s.deadLetter.Attempt,
-					Reason: s.reason, Started: d.clock.Now()})
+					Enqueued: s.deadLetter.EnqueuedAt, Reason: s.reason, Started: d.clock.Now()})
 			}
 		}
 	}

@@ -26,6 +26,9 @@ import (
 //	GET  /v1/dead/{policy}/{seq}   one dead letter with its payload
 //	POST /v1/dead/replay?policy=&key=&reason=     submit dead letters again
 //	DELETE /v1/dead?policy=&key=&reason=          purge dead letters
+//	GET  /ui/                      the operator page (admin: see ui.Series.Routes)
+//	GET  /v1/ui/series?since=      every policy's figures over the last minutes, for the page
+//	GET  /v1/ui/access             whether the page must ask for the admin token (open)
 //	GET  /healthz                  the process is alive
 //	GET  /readyz                   the Shaper accepts jobs (JetStream reachable)
 //	GET  /metrics                  the figures in the Prometheus text format
@@ -39,6 +42,7 @@ func (s *Shaper) Handler() http.Handler {
 	s.ingress.Routes(mux, submit)
 	s.policies.routes(mux, s.cluster, admin, s.log)
 	s.dead.Routes(mux, admin)
+	s.series.Routes(mux, admin, s.cfg.AdminToken != "")
 	mux.HandleFunc("GET /v1/jobs/{id}", submit(s.jobs.Handler(s.policies.queueOf, s.policies.waiting)))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("POST /v1/reload", admin(s.handleReload))

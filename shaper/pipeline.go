@@ -177,17 +177,22 @@ func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, er
 	})
 }
 
-// recordDelivery keeps the job records of delivered and failing jobs.
+// recordDelivery keeps the job records of delivered and failing jobs, and
+// has the operator page's series record every event.
 func (s *Shaper) recordDelivery(policy string) func(drain.Event) {
+	series := s.series.Recorder(policy)
 	return func(e drain.Event) {
+		if e.Err != nil && notAttempted(e.Err) {
+			// Waiting for a consumer (or for room) is not an attempt: the
+			// job's status says so without a record.
+			return
+		}
+		series.Observe(e)
 		switch {
 		case e.Reason != "":
 			// dead-lettered: recorded by the dead letters
 		case e.Err == nil:
 			s.jobs.Put(jobs.Record{ID: e.ID, Policy: policy, Key: e.Key, Status: jobs.Delivered, Attempts: e.Attempt})
-		case notAttempted(e.Err):
-			// waiting for a consumer (or for room): the job's status says so
-			// without a record
 		default:
 			s.jobs.Put(jobs.Record{ID: e.ID, Policy: policy, Key: e.Key, Status: jobs.Queued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()})
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/internal/ingress"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
+	"github.com/shaper-dev/shaper/shaper/internal/ui"
 )
 
 // Shaper is the service: HTTP and NATS ingress in front of one bounded queue
@@ -42,6 +43,7 @@ type Shaper struct {
 	jobs     *jobs.Store
 	dead     *deadletter.Store
 	cluster  *cluster.Cluster
+	series   *ui.Series // the operator page's figures over the last minutes
 
 	srv      *server.Server        // embedded JetStream, nil with an external one
 	nc       *nats.Conn            // nil until Run connects
@@ -81,6 +83,7 @@ func New(cfg Config) (*Shaper, error) {
 		reloads:  make(chan reloadRequest),
 	}
 	s.handler = &handler{s: s}
+	s.series = ui.New(s.policies, ui.Config{})
 	s.ingress = ingress.New(ingress.Config{
 		Gate:    s.policies.gate,
 		Serving: s.serving.Load,
@@ -198,7 +201,8 @@ func (s *Shaper) Run(ctx context.Context) error {
 	}
 	s.serving.Store(true)
 	close(s.ready)
-	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.policies.names()))
+	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.policies.names()),
+		"operator_page", "http://"+s.HTTPAddr()+"/ui/")
 
 	var runErr error
 serving:
@@ -316,6 +320,7 @@ func (s *Shaper) open(runCtx context.Context) error {
 	s.background.Go(follow)
 	s.background.Go(func() { s.cluster.KeepMembership(runCtx) })
 	s.background.Go(func() { s.policies.sweep(runCtx) })
+	s.background.Go(func() { s.series.Run(runCtx) })
 	// A lone shaper drains from the moment it is ready.
 	for _, first := range firsts {
 		<-first

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -17,9 +16,6 @@ import (
 // RedisInstallCommand is the command that installs the redis-server binary
 // the tests need on Debian and Ubuntu.
 const RedisInstallCommand = "apt-get install redis-server"
-
-// aptLock serialises apt-get runs of test binaries running in parallel.
-const aptLock = "/tmp/shaper-testenv-apt.lock"
 
 // Redis starts a redis-server process on a free 127.0.0.1 port, without
 // persistence, and returns its address "127.0.0.1:N". The process is killed
@@ -183,40 +179,14 @@ func redisBinary(t testing.TB) string {
 	return p
 }
 
-// aptInstallRedis runs apt-get update and install under an exclusive file
-// lock, so parallel test binaries install once and do not collide.
+// aptInstallRedis installs redis-server with apt-get (see aptInstall).
 func aptInstallRedis(apt string) error {
-	f, err := os.OpenFile(aptLock, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
+	if err := aptInstall(apt, "redis-server", "redis-server"); err != nil {
 		return err
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", aptLock, err)
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	if _, err := exec.LookPath("redis-server"); err == nil {
-		return nil // installed by another test binary while we waited
-	}
-	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "redis-server"}} {
-		cmd := exec.Command(apt, args...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %v: %s", args[0], err, lastLines(out, 5))
-		}
 	}
 	// The Debian package may start its own service on 6379; the tests use
 	// their own ports, so it does not compete with them. Stop it anyway
 	// where a service manager is present, best effort.
 	_ = exec.Command("service", "redis-server", "stop").Run()
 	return nil
-}
-
-func lastLines(b []byte, n int) []byte {
-	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return bytes.Join(lines, []byte("\n"))
 }

@@ -1,0 +1,138 @@
+// One policy's card: its live figures (GET /v1/policies), its charts and
+// deepest keys (GET /v1/ui/series), its tuning form and its dead letters.
+
+import { Chart } from './chart.js';
+import { DeadLetters } from './dead.js';
+import * as fmt from './format.js';
+import { Tuner } from './tune.js';
+
+// The series of each chart: keys of GET /v1/ui/series's samples.
+const charts = {
+  rates: [['admitted', 'admitted'], ['rejected', 'rejected'], ['deferred', 'deferred'],
+    ['delivered', 'delivered'], ['failed', 'failed']],
+  depth: [['queued', 'queued'], ['deferred_queued', 'deferred']],
+  in_queue: [['in_queue_p50_ms', 'p50'], ['in_queue_p99_ms', 'p99']],
+  lateness: [['lateness_p99_ms', 'p99']],
+};
+const chartFormat = { rates: fmt.plain, depth: fmt.plain, in_queue: fmt.ms, lateness: fmt.ms };
+
+export class PolicyCard {
+  // changed() asks the page for fresh figures after an action.
+  constructor(name, changed) {
+    this.name = name;
+    this.root = document.getElementById('policy-card').content.firstElementChild.cloneNode(true);
+    this.root.id = 'policy-' + name;
+    this.root.dataset.policy = name;
+    this.root.querySelector('.name').textContent = name;
+    this.charts = {};
+    for (const [kind, series] of Object.entries(charts)) {
+      const fig = this.root.querySelector(`[data-chart="${kind}"]`);
+      this.charts[kind] = new Chart(fig, series.map(([key, label]) => ({ key, label })), chartFormat[kind]);
+    }
+    this.tuner = new Tuner(this.root.querySelector('.tune'), name, (p) => { this.showPolicy(p); changed(); });
+    this.dead = new DeadLetters(this.root.querySelector('.dead'), name, changed);
+    this.policy = null;
+    this.series = null;
+  }
+
+  figure(name, value, sub, shown = true) {
+    const f = this.root.querySelector(`[data-figure="${name}"]`);
+    f.hidden = !shown;
+    const v = f.querySelector('.value');
+    v.textContent = value;
+    f.querySelector('.sub').textContent = sub;
+    return v;
+  }
+
+  // showPolicy shows p, the policy with its figures as GET /v1/policies
+  // has it.
+  showPolicy(p) {
+    this.policy = p;
+    const s = this.series ? this.series.samples : {};
+    const latest = (k) => fmt.last(s[k]);
+    const set = (name, n, sub, shown) => { this.figure(name, fmt.count(n), sub, shown).dataset.value = String(n); };
+    set('queued', p.queued, `${fmt.plural(p.keys, 'key')} · ${fmt.count(p.in_flight)} in flight`);
+    set('admitted', p.admitted, fmt.rate(latest('admitted')));
+    set('rejected', p.rejected, fmt.rate(latest('rejected')));
+    const defers = p.overflow === 'defer' || p.deferred > 0 || p.deferred_queued > 0;
+    this.charts.rates.show('deferred', defers);
+    this.charts.depth.show('deferred_queued', defers);
+    set('deferred', p.deferred, `${fmt.count(p.deferred_queued)} waiting · ${fmt.rate(latest('deferred'))}`, defers);
+    set('limited', p.limited, p.shadow_limited ? `${fmt.count(p.shadow_limited)} in shadow` : 'by the admission limit',
+      p.admit != null || p.limited > 0);
+    set('delivered', p.delivered, fmt.rate(latest('delivered')));
+    set('failed', p.failed, fmt.rate(latest('failed')));
+    set('dead', p.dead, p.dead > 0 ? 'see below' : '');
+    this.root.querySelector('[data-figure="dead"]').classList.toggle('alert', p.dead > 0);
+    const p50 = latest('in_queue_p50_ms');
+    this.figure('in_queue', fmt.ms(p50), p50 == null ? 'nothing delivered lately' : 'p50 · p99 ' + fmt.ms(latest('in_queue_p99_ms')));
+    const late = latest('lateness_p99_ms');
+    this.figure('lateness', fmt.ms(late), late == null ? 'nothing delivered lately' : 'p99, slot to start');
+
+    const drain = this.root.querySelector('.badge.drain');
+    drain.textContent = p.draining ? 'drained here' : 'drained by another shaper';
+    drain.classList.toggle('elsewhere', !p.draining);
+    this.root.querySelector('.badge.override').hidden = !p.override;
+    this.showSettings();
+    this.tuner.update(p, this.series ? this.series.file : null);
+    this.dead.update(p.dead);
+  }
+
+  // showSettings writes the live settings, marking those that differ from
+  // the policy file.
+  showSettings() {
+    const p = this.policy;
+    const file = this.series && this.series.file;
+    const parts = [['outflow', `${p.outflow} per key`], ['queue', `queue ${p.queue}`],
+      ['overflow', p.overflow], ['total', p.total ? `total ${p.total}` : 'no total cap']];
+    const out = this.root.querySelector('.settings');
+    out.replaceChildren();
+    parts.forEach(([f, label], i) => {
+      if (i) out.append(' · ');
+      const span = document.createElement('span');
+      span.textContent = label;
+      span.dataset.setting = f;
+      if (file && String(p[f] ?? '') !== String(file[f] ?? '')) {
+        span.className = 'over';
+        span.title = `overridden; the policy file says ${file[f] || 'none'}`;
+      }
+      out.append(span);
+    });
+  }
+
+  // showSeries draws the policy's series s (one entry of GET
+  // /v1/ui/series, samples kept by the page) at now.
+  showSeries(s, now, windowMs) {
+    this.series = s;
+    for (const chart of Object.values(this.charts)) chart.update(s.samples, now, windowMs);
+    this.showDeepest(s, now);
+    if (this.policy) this.showPolicy(this.policy);
+  }
+
+  showDeepest(s, now) {
+    const panel = this.root.querySelector('.deepest');
+    panel.querySelector('.when').textContent = s.deepest_at ? '· read ' + fmt.ago(s.deepest_at, now) : '· reading…';
+    const keys = s.deepest || [];
+    const top = keys.length ? keys[0].depth : 1;
+    panel.querySelector('tbody').replaceChildren(...keys.map((k) => {
+      const tr = document.createElement('tr');
+      const bar = document.createElement('div');
+      bar.className = 'bar';
+      bar.style.width = Math.max(1, (100 * k.depth) / top) + '%';
+      const cells = [k.key, fmt.count(k.depth)].map((t, i) => {
+        const td = document.createElement('td');
+        td.textContent = t;
+        if (i === 0) td.title = t;
+        if (i === 1) td.className = 'num';
+        return td;
+      });
+      const barCell = document.createElement('td');
+      barCell.append(bar);
+      tr.append(...cells, barCell);
+      tr.dataset.key = k.key;
+      tr.dataset.depth = k.depth;
+      return tr;
+    }));
+    panel.querySelector('.none').hidden = keys.length > 0 || !s.deepest_at;
+  }
+}
