@@ -15,27 +15,30 @@
 // # How a Drainer works
 //
 // A Drainer learns which keys have work from the watch. It keeps a small
-// state per active key — the head job read ahead of its slot, the key's next
-// slot, the jobs whose slots are still held — and a heap of keys ordered by
-// when they next need attention. Scheduling is one loop: due pops every key
-// whose time has come and turns each into a step; the step runs (its I/O,
-// without the Drainer's lock); complete applies its results to the key and
-// puts the key back in the heap at its next event. A key is never in two
-// steps at once, which keeps it FIFO. Thousands of active keys cost
-// thousands of small structs, not goroutines or JetStream consumers.
+// state per active key — the head job read ahead of its slot, the failed
+// jobs stepped aside, the key's next slot, the jobs whose slots are still
+// held — and a heap of keys ordered by when they next need attention.
+// Scheduling is one loop: due pops every key whose time has come and turns
+// each into a step; the step runs (its I/O, without the Drainer's lock);
+// complete applies its results to the key and puts the key back in the heap
+// at its next event. A key is never in two steps at once, which keeps its
+// deliveries and events in order. Thousands of active keys cost thousands
+// of small structs, not goroutines or JetStream consumers.
 //
-// A step delivers the held job, frees the slots of jobs delivered before it,
-// and reads the key's next job. Because the head is read ahead, a delivery
-// starts at its slot without waiting on the queue. The head is read by the
-// exact sequence Watch reported for the key (one index lookup), never by
-// searching the key's subject, which would scan every job stored after the
-// key's last one, of all keys. Watch reports every job from the queue's
-// first, also while the Drainer is passive, so the list is complete. A job
-// not found is skipped only when the queue has stored past it (LastSeq) and
-// a second read still misses it (in a JetStream cluster the watch's server
-// may store a job before the leader does): it was removed by the drainer
-// this one took over from. With a debug logger every job learnt of and
-// every step is logged.
+// A step frees the slots of jobs delivered before, delivers one job of the
+// key (only once those slots are free: a job is never handed over while the
+// key's previous delivered one is still stored) or dead-letters one, and
+// reads the key's next job. Because
+// the head is read ahead, a delivery starts at its slot without waiting on
+// the queue. The head is read by the exact sequence Watch reported for the
+// key (one index lookup), never by searching the key's subject, which would
+// scan every job stored after the key's last one, of all keys. Watch
+// reports every job from the queue's first, also while the Drainer is
+// passive, so the list is complete. A job not found is skipped only when
+// the queue has stored past it (LastSeq) and a second read still misses it
+// (in a JetStream cluster the watch's server may store a job before the
+// leader does): it was removed by the drainer this one took over from.
+// With a debug logger every job learnt of and every step is logged.
 //
 // # Started or driven
 //
@@ -78,22 +81,63 @@
 // A delivered job keeps its queue slot for the rest of its outflow slot (at
 // most Config.MaxSlotHold): a key's queue therefore behaves as a leaky bucket
 // of the queue size, and a burst against a draining key finds exactly that
-// many places. A crash in that window delivers the job again (at least once).
+// many places. A crash in that window delivers the job again (at least
+// once): at most that one job per key, since the next is handed over only
+// after its slot is freed.
 //
 // # Failures
 //
-// A failed delivery leaves the job at the head of its key and retries it
-// after an exponential backoff with full jitter (Pace.Retry's Backoff and
-// MaxBackoff); a *RetryAfterError from the sink pauses the key for the time
-// the downstream asked. Other keys go on at their rates. With
-// Config.DeadLetter set, a job is given up on after Retry.Attempts failed
-// attempts, past Retry.Deadline, or when the sink returns a *GiveUpError:
-// it is handed to DeadLetter with the reason and the history of its
-// attempts, and leaves the queue once DeadLetter returned nil.
+// A failed delivery is retried after an exponential backoff with full
+// jitter (Pace.Retry's Backoff and MaxBackoff), in a slot of its key: every
+// attempt takes one, so a retry starts when both its backoff has ended and
+// the key's next slot has come. A *RetryAfterError from the sink pauses the
+// whole key for the time the downstream asked. Other keys go on at their
+// rates. With Config.DeadLetter set, a job is given up on after
+// Retry.Attempts failed attempts, past Retry.Deadline, or when the sink
+// returns a *GiveUpError: it is handed to DeadLetter with the reason and the
+// history of its attempts, and leaves the queue once DeadLetter returned
+// nil.
+//
+// # Retry budget
+//
+// Without a budget (Retry.Budget 0) a failed job stays at the head of its
+// key: the key's later jobs wait through every backoff, strictly in order.
+// With one, a failed job steps aside (unless the downstream asked the key
+// to pause: then the job stays at the head, to go first when the pause
+// ends): it stays stored, keeping its queue
+// slot, its backoff, attempts, deadline and dead letter exactly as at the
+// head, while the key's next jobs are read and delivered on the key's slot
+// grid. In each slot the key delivers its fresh head, unless a retry is due
+// and the budget allows it: each fresh attempt earns b/(1−b) of a retry
+// for a budget b, and a retry spends one, so while fresh jobs wait retries
+// take at most b of the slots (in any run of n slots, at most b·n plus
+// one). A key starts with one retry of credit, so that a lone failure is
+// retried as soon as its backoff ends; and a due retry takes any slot no
+// fresh job waits for, so no slot is left unused. A key keeps at most 8
+// failed jobs aside (maxAside), which bounds the drainer's memory: a
+// further failure blocks the key as without a budget until one of them is
+// delivered or dead-lettered.
+//
+// Jobs of a key are thus delivered in order except that a failed job may be
+// retried after later jobs. Stats counts the retries (Retries), the due
+// retries that gave their slot to a fresh job (RetriesDeferred) and the
+// jobs aside now (SteppedAside); KeyStatus.Retrying counts a key's failed
+// jobs.
+//
+// Nothing stepped aside is lost: the jobs stay stored. A Drainer that stops
+// delivering (SetActive(false)) forgets them and reads them again when it
+// starts. One that starts from scratch reads every stored job. One that
+// takes over from another, passive until then, may have trimmed them from
+// its list of the key's jobs (see resync): when that list runs out while the
+// key's count says jobs are left, it asks Queue.Next for the key's first
+// stored jobs, once, and corrects the count. A job stored before the
+// activation (Start or SetActive(true)) may have been tried already:
+// Config.Resume, when set, says how many failed attempts it had, for the
+// first few heads of each key read after the activation.
 //
 // # Callbacks
 //
-// Config.OnDeliver, Config.DeadLetter and Sink.Deliver run on the goroutine
+// Config.OnDeliver, Config.DeadLetter, Config.Resume and Sink.Deliver run on the goroutine
 // that runs the step, without the Drainer's lock held. Per key they run one
 // at a time and in order: a job's failure is reported before its next
 // attempt, its dead letter or the key's next delivery can be, since the key

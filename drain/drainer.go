@@ -62,6 +62,17 @@ type Config struct {
 	// downstream asking for a pause is honoured exactly and not held against
 	// the job.
 	CountPauses bool
+	// Resume, when set, says how many failed attempts a job had before
+	// this Drainer's activation (its Start, or SetActive(true)), by another
+	// drainer or before a restart: the job then counts them toward
+	// Pace.Retry.Attempts and is delivered with Attempt one more. It is
+	// asked only about a job stored before the activation, when it is read
+	// as one of the first few heads of its key after it (the jobs a
+	// previous drainer can have tried), not about every job. It is called
+	// like OnDeliver, without the lock held, and may be called for jobs
+	// never tried (it answers 0). Default: every job starts at its stored
+	// Attempt.
+	Resume func(ctx context.Context, m *queue.Msg) (failures int)
 	// Passive starts the Drainer watching but not delivering, until SetActive(true).
 	Passive bool
 }
@@ -76,7 +87,7 @@ type Event struct {
 	Scheduled time.Time // the slot the delivery was due in
 	Started   time.Time // when the sink was called
 	Err       error     // nil when delivered
-	RetryAt   time.Time // when the job is tried again, after a failure
+	RetryAt   time.Time // when the job may be tried again, after a failure (a retry may wait longer for its key's retry budget)
 	Reason    string    // set when the job was dead-lettered instead
 }
 
@@ -85,8 +96,9 @@ type Event struct {
 // scheduler goroutine and a bounded pool of workers however many keys are
 // active, and one watch of the queue to learn which keys have work; driven
 // (Advance), it runs the same steps on the caller's goroutine. Jobs of a key
-// are delivered one at a time, in order; a job is removed from the queue
-// only after the sink accepted it.
+// are delivered one at a time, in order — except, with a retry budget
+// (Retry.Budget), that a failed job may be retried after later jobs; a job
+// is removed from the queue only after the sink accepted it.
 //
 // A Drainer is safe for concurrent use. Start it once, or drive it with
 // Advance, not both; Drain and Stop are idempotent.
@@ -109,10 +121,16 @@ type Drainer struct {
 	active    bool
 	inflight  int
 	queued    int64
-	idle      chan struct{}      // closed when draining and nothing is in flight
-	mode      runMode            // how steps run: modeNone until Start or Advance
-	stopped   bool               // Stop was called: nothing more is due
-	cancel    context.CancelFunc // ends the watch, and the goroutines of Start
+
+	retries         uint64             // attempts of failed jobs
+	retriesDeferred uint64             // due retries that gave their slot to a fresh job
+	activation      uint64             // activations so far
+	resumeUpTo      uint64             // the queue's last sequence at the activation (0: not asked yet)
+	idle            chan struct{}      // closed when draining and nothing is in flight
+	mode            runMode            // how steps run: modeNone until Start or Advance
+	stopped         bool               // Stop was called: nothing more is due
+	cancel          context.CancelFunc // ends the watch, and the goroutines of Start
+	calls           queueCalls         // the context of the steps' queue calls (outage.go)
 
 	kick        chan struct{}
 	tasks       chan *step
@@ -159,17 +177,18 @@ func New(q Queue, sink Sink, pace Pace, cfg Config) *Drainer {
 		cfg.FailReason = ReasonDelivery
 	}
 	d := &Drainer{
-		active: !cfg.Passive,
-		q:      q,
-		sink:   sink,
-		cfg:    cfg,
-		clock:  cfg.Clock,
-		policy: q.Policy(),
-		log:    cfg.Logger.With("policy", q.Policy()),
-		keys:   make(map[string]*keyState),
-		idle:   make(chan struct{}),
-		kick:   make(chan struct{}, 1),
-		tasks:  make(chan *step, cfg.Workers),
+		active:     !cfg.Passive,
+		activation: 1,
+		q:          q,
+		sink:       sink,
+		cfg:        cfg,
+		clock:      cfg.Clock,
+		policy:     q.Policy(),
+		log:        cfg.Logger.With("policy", q.Policy()),
+		keys:       make(map[string]*keyState),
+		idle:       make(chan struct{}),
+		kick:       make(chan struct{}, 1),
+		tasks:      make(chan *step, cfg.Workers),
 	}
 	d.debug = d.log.Enabled(context.Background(), slog.LevelDebug)
 	d.setPace(pace)
@@ -201,6 +220,7 @@ func (d *Drainer) Start(ctx context.Context) {
 	}
 	d.mode = modeStarted
 	ctx, d.cancel = context.WithCancel(ctx)
+	d.calls.start(ctx)
 	d.wg.Add(3 + d.cfg.Workers)
 	d.mu.Unlock()
 	go func() {
@@ -279,69 +299,31 @@ func (d *Drainer) Stop() {
 	})
 }
 
-// Stats is a snapshot of a Drainer's figures.
-type Stats struct {
-	Keys      int    `json:"keys"`      // keys with jobs queued
-	Queued    int64  `json:"queued"`    // jobs queued over all keys (including those in delivery)
-	Delivered uint64 `json:"delivered"` // deliveries accepted by the sink
-	Failed    uint64 `json:"failed"`    // delivery attempts that failed
-	Dead      uint64 `json:"dead"`      // jobs dead-lettered by this drainer since start
-	InFlight  int    `json:"in_flight"` // steps running now
-}
-
-// Stats returns the Drainer's current figures. A delivery or dead letter
-// counts from just before its event is reported.
-func (d *Drainer) Stats() Stats {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for _, k := range d.keys {
-		if k.depth > 0 {
-			n++
-		}
-	}
-	return Stats{Keys: n, Queued: d.queued, Delivered: d.delivered.Load(), Failed: d.failures.Load(), Dead: d.dead.Load(), InFlight: d.inflight}
-}
-
-// KeyStatus is what a Drainer can tell about one key, for the answers to
-// producers.
-type KeyStatus struct {
-	Queued  int64         // jobs stored for the key, as far as the drainer has seen
-	Waiting int64         // of those, jobs not yet delivered
-	Seen    uint64        // highest sequence of the key the drainer has seen stored
-	RoomIn  time.Duration // time until a slot of the key frees
-	NextIn  time.Duration // time until the key's next delivery may start
-}
-
-// Key returns the status of the key with token token at now. For a key the
-// Drainer has not seen, Queued is 0 and RoomIn is one outflow interval.
-func (d *Drainer) Key(token string, now time.Time) KeyStatus {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	k := d.keys[token]
-	if k == nil {
-		return KeyStatus{RoomIn: d.pace.Interval}
-	}
-	return k.status(now, d.hold)
-}
-
 // SetActive starts (true) or stops (false) deliveries, leaving the watch of
 // the queue running: a shaper that does not own a policy's drain still knows
-// its keys' depths. Steps in flight finish. On activation every key with
-// jobs reads its head again, since another drainer may have delivered some.
+// its keys' depths. Steps in flight finish. Each key forgets the jobs it
+// read, its failed jobs included, which stay queued; on activation every
+// key with jobs reads them again, since another drainer may have delivered
+// some.
 func (d *Drainer) SetActive(active bool) {
 	d.mu.Lock()
 	if d.active != active {
 		d.active = active
 		now := d.clock.Now()
+		if active {
+			d.activation++
+			d.resumeUpTo = 0
+		}
 		for _, k := range d.keys {
+			if active {
+				k.resumeLeft = resumeReads
+			}
 			if k.busy {
 				continue
 			}
-			k.held, k.deadReason, k.failures, k.history = nil, "", 0, nil
-			k.reserved = false
-			// k.seqs stays: jobs another drainer removed meanwhile are skipped
-			// when their read finds them gone.
+			// Jobs another drainer removed meanwhile are skipped when their
+			// read finds them gone.
+			k.reread()
 			if active && k.depth > 0 {
 				k.fetch, k.fetchAt = true, now
 			}

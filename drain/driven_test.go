@@ -46,6 +46,7 @@ type replay struct {
 	d     *drain.Drainer
 	log   []string // "<at> <id>" per delivery
 	quiet bool     // log nothing
+	fail  func(d *drain.Delivery) error
 }
 
 func newReplay(tb testing.TB, size int, pace drain.Pace, cfg drain.Config) *replay {
@@ -64,6 +65,11 @@ func newReplay(tb testing.TB, size int, pace drain.Pace, cfg drain.Config) *repl
 
 // Deliver makes r a Sink that logs every delivery at the virtual time.
 func (r *replay) Deliver(_ context.Context, d *drain.Delivery) error {
+	if r.fail != nil {
+		if err := r.fail(d); err != nil {
+			return err
+		}
+	}
 	if !r.quiet {
 		r.log = append(r.log, fmt.Sprintf("%v %s", r.clock.Now().Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), d.Msg.ID))
 	}
@@ -226,6 +232,50 @@ func BenchmarkAdvance(b *testing.B) {
 			b.StopTimer()
 			if st := r.d.Stats(); st.Delivered != uint64(b.N) || st.Queued != 0 {
 				b.Fatalf("after the replay: %+v, want %d delivered, none queued", st, b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+// BenchmarkAdvanceRetries is BenchmarkAdvance with a downstream that fails
+// the first attempt of every seventh job stored, retried after 100 ms,
+// with the retry budget (the failed job steps aside) and without (it
+// blocks its key): the cost of the retry bookkeeping. Jobs arrive at half
+// the keys' rate, leaving room for the retries. One op is one job,
+// admitted and delivered.
+func BenchmarkAdvanceRetries(b *testing.B) {
+	const keys = 1000
+	for _, budget := range []float64{0, 0.2} {
+		b.Run(fmt.Sprintf("budget=%v", budget), func(b *testing.B) {
+			r := newReplay(b, 10, drain.Pace{Interval: keys * time.Millisecond, Retry: drain.Retry{
+				Backoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Budget: budget}},
+				drain.Config{Jitter: func() float64 { return 0 }})
+			r.quiet = true
+			r.fail = func(d *drain.Delivery) error {
+				if d.Msg.Seq%7 == 0 && d.Msg.Attempt == 1 {
+					return drain.ErrDelivery
+				}
+				return nil
+			}
+			names := make([]string, keys)
+			for i := range names {
+				names[i] = fmt.Sprint("k", i)
+			}
+			t0 := r.clock.Now()
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				r.until(t0.Add(time.Duration(i) * 2 * time.Millisecond))
+				if _, err := r.q.Admit(ctx, queue.Job{Key: names[i%keys]}); err != nil {
+					b.Fatalf("Admit #%d: %v", i, err)
+				}
+			}
+			r.until(r.clock.Now().Add(keys * time.Second))
+			b.StopTimer()
+			if st := r.d.Stats(); st.Delivered != uint64(b.N) || st.Queued != 0 || b.N >= 7 && st.Failed == 0 {
+				b.Fatalf("after the replay: %+v, want %d delivered, none queued, some failed", st, b.N)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 		})

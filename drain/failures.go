@@ -17,10 +17,11 @@ const (
 // maxHistory bounds the attempts a dead letter recounts.
 const maxHistory = 32
 
-// failed applies a failed delivery of k's held job at now: it decides
-// whether the failure counts, when to try again, and whether to give up,
-// and leaves the event to report in s.failure. d.mu must be held.
-func (d *Drainer) failed(k *keyState, s *step, now time.Time) {
+// failed applies a failed delivery of k's job t at now: it decides whether
+// the failure counts, when to try again, and whether to give up, and leaves
+// the event to report in s.failure. A pause the sink asks for pauses the
+// whole key. d.mu must be held.
+func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	retry := d.pace.Retry
 	var (
 		pause  *RetryAfterError
@@ -30,59 +31,103 @@ func (d *Drainer) failed(k *keyState, s *step, now time.Time) {
 	)
 	switch {
 	case errors.As(s.err, &giveUp):
-		k.deadReason = giveUp.Reason
+		t.deadReason = giveUp.Reason
 	case errors.As(s.err, &pause) && pause.NotAttempted:
 		wait, counts = pause.After, false
 	case errors.As(s.err, &pause) && !d.cfg.CountPauses:
 		wait, counts = pause.After, false
-		k.held.Attempt++
+		t.msg.Attempt++
 	default:
-		k.held.Attempt++
-		wait = retry.wait(k.failures+1, d.cfg.Jitter())
+		t.msg.Attempt++
+		wait = retry.wait(t.failures+1, d.cfg.Jitter())
 		if pause != nil {
 			_, ceiling := retry.bounds()
 			wait = min(max(wait, pause.After), ceiling)
 		}
 	}
-	if pause == nil || !pause.NotAttempted {
+	if attempted(s.err) {
+		t.retrying = true
 		d.failures.Add(1) // a sink that did not try did not fail
 	}
-	if counts && k.deadReason == "" {
-		k.failures++
-		if n := retry.Attempts; n > 0 && k.failures >= n && d.cfg.DeadLetter != nil {
-			k.deadReason = d.cfg.FailReason
+	if counts && t.deadReason == "" {
+		t.failures++
+		if n := retry.Attempts; n > 0 && t.failures >= n && d.cfg.DeadLetter != nil {
+			t.deadReason = d.cfg.FailReason
 		}
 	}
-	if deadline := retry.Deadline; deadline > 0 && k.deadReason == "" && d.cfg.DeadLetter != nil {
-		end := k.held.EnqueuedAt.Add(deadline)
+	if deadline := retry.Deadline; deadline > 0 && t.deadReason == "" && d.cfg.DeadLetter != nil {
+		end := t.msg.EnqueuedAt.Add(deadline)
 		if !now.Before(end) {
-			k.deadReason = ReasonDeadline
+			t.deadReason = ReasonDeadline
 		} else if now.Add(wait).After(end) {
 			wait = end.Sub(now) // look again when the deadline passes
 		}
 	}
-	if k.deadReason != "" {
+	if t.deadReason != "" {
 		wait = 0
 		if d.cfg.DeadLetter == nil {
-			k.deadReason = "" // nowhere to put it: keep retrying
-			wait = retry.wait(k.failures, d.cfg.Jitter())
+			t.deadReason = "" // nowhere to put it: keep retrying
+			wait = retry.wait(t.failures, d.cfg.Jitter())
 		}
 	}
-	k.due = now.Add(wait)
+	t.due = now.Add(wait)
+	t.paused = pause != nil
+	if t.paused {
+		k.next = maxTime(k.next, t.due) // the downstream asked the key to wait
+	}
 	if pause != nil && pause.NotAttempted {
 		// Waiting for room is not an attempt; say once that it waited.
-		if n := len(k.history); n == 0 || !strings.Contains(k.history[n-1], " waiting: ") {
-			k.history = append(k.history, fmt.Sprintf("%s waiting: %s", s.started.UTC().Format(time.RFC3339Nano), pause.Cause))
+		if n := len(t.history); n == 0 || !strings.Contains(t.history[n-1], " waiting: ") {
+			t.history = append(t.history, fmt.Sprintf("%s waiting: %s", s.started.UTC().Format(time.RFC3339Nano), pause.Cause))
 		}
 	} else {
-		k.history = append(k.history, fmt.Sprintf("%s attempt %d: %v", s.started.UTC().Format(time.RFC3339Nano), k.held.Attempt-1, s.err))
-		if len(k.history) > maxHistory {
-			k.history = k.history[len(k.history)-maxHistory:]
-		}
-		d.log.Warn("drain: delivery failed", "key", k.name, "job", k.held.ID, "failures", k.failures, "retry_in", wait, "err", s.err)
+		t.note(fmt.Sprintf("%s attempt %d: %v", s.started.UTC().Format(time.RFC3339Nano), t.msg.Attempt-1, s.err))
+		d.log.Warn("drain: delivery failed", "key", k.name, "job", t.msg.ID, "failures", t.failures, "retry_in", wait, "err", s.err)
 	}
 	// Reported once complete, before the key is released: a job's dead
 	// letter or the key's next delivery (its next step) cannot overtake it.
-	s.failure = &Event{Key: k.held.Key, ID: k.held.ID, Attempt: k.held.Attempt, Enqueued: k.held.EnqueuedAt, Scheduled: s.scheduled,
-		Started: s.started, Err: s.err, RetryAt: k.due}
+	retryAt := t.due
+	if t.deadReason == "" {
+		retryAt = maxTime(retryAt, k.next)
+	}
+	s.failure = &Event{Key: t.msg.Key, ID: t.msg.ID, Attempt: t.msg.Attempt, Enqueued: t.msg.EnqueuedAt, Scheduled: s.scheduled,
+		Started: s.started, Err: s.err, RetryAt: retryAt}
+}
+
+// attempted reports whether a delivery that ended with err reached the
+// downstream: all but a pause the sink took without trying.
+func attempted(err error) bool {
+	if err == nil {
+		return true // delivered (and no error to look into, which would allocate)
+	}
+	var pause *RetryAfterError
+	return !errors.As(err, &pause) || !pause.NotAttempted
+}
+
+// resumed applies to the head t, read at now, the failed attempts Resume
+// says it had before this drainer's activation: they count toward its
+// attempts, and a job out of attempts, or past its deadline, is
+// dead-lettered at once. d.mu must be held.
+func (d *Drainer) resumed(t *tried, failures int, now time.Time) {
+	t.failures, t.retrying = failures, true
+	t.due = now
+	t.note(fmt.Sprintf("%s resumed after %d failed attempts", now.UTC().Format(time.RFC3339Nano), failures))
+	if d.cfg.DeadLetter == nil {
+		return
+	}
+	retry := d.pace.Retry
+	switch {
+	case retry.Attempts > 0 && failures >= retry.Attempts:
+		t.deadReason = d.cfg.FailReason
+	case retry.Deadline > 0 && !now.Before(t.msg.EnqueuedAt.Add(retry.Deadline)):
+		t.deadReason = ReasonDeadline
+	}
+}
+
+// note adds a line to t's history, keeping the last maxHistory.
+func (t *tried) note(line string) {
+	t.history = append(t.history, line)
+	if len(t.history) > maxHistory {
+		t.history = t.history[len(t.history)-maxHistory:]
+	}
 }

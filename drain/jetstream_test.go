@@ -52,7 +52,8 @@ func policy(t *testing.T, outflow string, size int) policies.Policy {
 // paceOf is the shaper's conversion of a policy into a pace.
 func paceOf(p policies.Policy) drain.Pace {
 	return drain.Pace{Interval: p.Outflow.Interval(), Total: p.Total.Interval(), Retry: drain.Retry{
-		Attempts: p.Retry.Attempts, Backoff: p.Retry.Backoff, MaxBackoff: p.Retry.MaxBackoff, Deadline: p.Retry.Deadline}}
+		Attempts: p.Retry.Attempts, Backoff: p.Retry.Backoff, MaxBackoff: p.Retry.MaxBackoff, Deadline: p.Retry.Deadline,
+		Budget: p.Retry.Budget.Share()}}
 }
 
 func newRig(t *testing.T, p policies.Policy, sinkCfg drain.NATSConfig) *rig {

@@ -21,21 +21,26 @@ type keyState struct {
 	busy bool // a step of the key is running (or reporting its events)
 	wake bool // a job was stored while busy: read the head again if the queue looked empty
 
-	held       *queue.Msg // the head job, read ahead of its slot
-	due        time.Time  // when held may start (its slot)
-	reserved   bool       // due is a slot already reserved under the total cap
-	failures   int        // failed attempts of held that count
-	history    []string   // what happened to held, for the dead letter
-	deadReason string     // dead-letter held with this reason ("": deliver it)
-	next       time.Time  // earliest start of the key's next delivery (pacing)
-	from       uint64     // read the head from this sequence on
-	seqs       []uint64   // sequences Watch reported, not yet read (ascending): every job of the key from `from` on
+	head     tried     // the head job, read ahead of its slot (head.msg nil: none)
+	aside    []tried   // failed jobs stepped aside for the fresh ones, at most maxAside
+	credit   float64   // retries the budget allows while fresh jobs wait
+	reserved bool      // next is a slot already reserved under the total cap
+	next     time.Time // earliest start of the key's next attempt: its slot grid, a pause, a reserved slot
+	from     uint64    // read the head from this sequence on
+	seqs     []uint64  // sequences Watch reported, not yet read (ascending): every job of the key from `from` on
 
 	pend      []uint64  // delivered jobs whose slots are not yet freed
 	pendingAt time.Time // when to free them if no delivery does it first
 
 	fetch   bool      // the head must be read
 	fetchAt time.Time // not before this
+	retry   retryOf   // which of due, fetchAt, pendingAt wait to retry a failed queue call
+
+	unsure   bool   // jobs of the key may be stored that seqs lacks (see lost)
+	seek     bool   // the next read looks for the first job stored from seekFrom on (Queue.Next)
+	seekFrom uint64 // where the next seek starts
+
+	resumeLeft int // head reads left that ask Config.Resume (see resumeReads)
 
 	notified uint64              // highest sequence Watch reported
 	early    map[uint64]struct{} // removed before Watch reported them
@@ -45,13 +50,14 @@ type keyState struct {
 }
 
 func newKeyState(token, name string) *keyState {
-	return &keyState{token: token, name: name, index: -1}
+	return &keyState{token: token, name: name, index: -1, credit: initialCredit, resumeLeft: resumeReads}
 }
 
 // reuse makes k the state of a new key, keeping the room of its slices.
 func (k *keyState) reuse(token, name string) {
-	seqs, pend, s := k.seqs[:0], k.pend[:0], k.step
-	*k = keyState{token: token, name: name, index: -1, seqs: seqs, pend: pend}
+	seqs, pend, aside, s := k.seqs[:0], k.pend[:0], k.aside[:0], k.step
+	*k = *newKeyState(token, name)
+	k.seqs, k.pend, k.aside = seqs, pend, aside
 	k.step.remove, k.step.exact, k.step.missing = s.remove[:0], s.exact[:0], s.missing[:0]
 }
 
@@ -89,23 +95,32 @@ func (k *keyState) removed(seq uint64) (counted bool) {
 	return false
 }
 
-// delivered records that the held job, at seq and scheduled for scheduled,
-// was handed to the sink at started: the key's next slot follows on its
-// grid, and the job keeps its queue slot until started+hold.
-func (k *keyState) delivered(seq uint64, scheduled, started time.Time, interval, hold time.Duration) {
-	k.held, k.failures, k.history, k.deadReason = nil, 0, nil, ""
-	k.next = nextSlot(scheduled, started, interval)
-	k.from = seq + 1
+// delivered records that job i (headJob, or an index in aside) was handed
+// to the sink at started: it keeps its queue slot until started+hold.
+func (k *keyState) delivered(i int, started time.Time, hold time.Duration) {
+	seq := k.drop(i)
 	k.pend = append(k.pend, seq)
 	k.pendingAt = started.Add(hold)
 }
 
-// buried records that the held job, at seq, was dead-lettered and removed,
-// and says whether the key's depth fell.
-func (k *keyState) buried(seq uint64) (counted bool) {
-	k.held, k.failures, k.history, k.deadReason = nil, 0, nil, ""
-	k.from = seq + 1
-	return k.removed(seq)
+// buried records that job i was dead-lettered and removed, and says
+// whether the key's depth fell.
+func (k *keyState) buried(i int) (counted bool) {
+	return k.removed(k.drop(i))
+}
+
+// drop takes job i (headJob, or an index in aside) off the key, done with,
+// and returns its sequence. Reads go on after the head.
+func (k *keyState) drop(i int) (seq uint64) {
+	if i == headJob {
+		seq = k.head.msg.Seq
+		k.head = tried{}
+		k.from = max(k.from, seq+1)
+		return seq
+	}
+	seq = k.aside[i].msg.Seq
+	k.aside = slices.Delete(k.aside, i, i+1)
+	return seq
 }
 
 // freed records that the first n pending slots were freed, and returns how
@@ -120,14 +135,13 @@ func (k *keyState) freed(n int) (counted int) {
 	return counted
 }
 
-// headAt records m as the key's head, read at now: it is due at the key's
-// next slot, or at once when the key was idle for more than an interval
-// (its pacing has lapsed).
+// headAt records m as the key's head, read at now: a fresh job, due at the
+// key's next slot, or at once when the key was idle for more than an
+// interval (its pacing has lapsed).
 func (k *keyState) headAt(m *queue.Msg, now time.Time, interval time.Duration) {
-	k.held = m
-	k.due = k.next
+	k.head = tried{msg: m}
 	if k.next.Before(now.Add(-interval)) {
-		k.due = now
+		k.next = now
 	}
 	k.wake = false
 }
@@ -155,14 +169,45 @@ func (k *keyState) forget(missing []uint64) {
 	}
 }
 
+// doubt records that jobs of the key may be stored that seqs lacks: its
+// list was trimmed on a guess, or reads found jobs gone that the depth
+// still counts. A seek then starts from the first sequence.
+func (k *keyState) doubt() {
+	k.unsure, k.seekFrom = true, 0
+}
+
+// lost reports whether the key, unsure of its list, has run out of it while
+// its depth counts more jobs than it knows where to find: the next read
+// then seeks the key's first job stored from seekFrom on (Queue.Next).
+// After a take-over these are the jobs the previous drainer stepped aside
+// while it delivered later ones, which a trimmed list misses.
+func (k *keyState) lost() bool {
+	return k.unsure && len(k.seqs) == 0 && k.head.msg == nil && k.depth > k.known()
+}
+
+// known counts the jobs of the key the drainer knows where to find.
+func (k *keyState) known() int64 {
+	n := len(k.pend) + len(k.aside) + len(k.seqs)
+	if k.head.msg != nil {
+		n++
+	}
+	return int64(n)
+}
+
 // resync sets a passive drainer's depth of the key from the queue's count
 // of its jobs, stored, taken after the key's notices up to highest: jobs
 // reported later come on top. The drainer on another shaper removes a
 // key's jobs oldest first, so of the sequences reported up to highest the
-// newest stored are the ones left.
+// newest stored are the ones left — but for the failed jobs a retry budget
+// keeps while later ones go: a key whose list was trimmed seeks them once
+// the list runs out (lost).
 func (k *keyState) resync(stored, highest uint64) {
 	k.depth = int64(stored) + int64(countAbove(k.seqs, highest))
-	trimOldest(&k.seqs, highest, int(stored))
+	if trimOldest(&k.seqs, highest, int(stored)) {
+		// Another drainer with a retry budget keeps failed jobs while it
+		// delivers later ones: the oldest may be stored after all.
+		k.doubt()
+	}
 }
 
 // idle reports whether the key has nothing left to do, so that it can be
@@ -179,12 +224,15 @@ func countAbove(seqs []uint64, highest uint64) int {
 }
 
 // trimOldest drops the oldest of the sequences at or below highest in
-// *seqs (ascending), keeping keep of them and every sequence above highest.
-func trimOldest(seqs *[]uint64, highest uint64, keep int) {
+// *seqs (ascending), keeping keep of them and every sequence above highest,
+// and says whether it dropped any.
+func trimOldest(seqs *[]uint64, highest uint64, keep int) bool {
 	upTo := len(*seqs) - countAbove(*seqs, highest)
-	if drop := upTo - keep; drop > 0 {
+	drop := upTo - keep
+	if drop > 0 {
 		*seqs = append((*seqs)[:0], (*seqs)[drop:]...)
 	}
+	return drop > 0
 }
 
 // nextEvent returns when the key next needs the scheduler, and false when it
@@ -197,8 +245,11 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 			at, ok = t, true
 		}
 	}
-	if k.held != nil {
-		consider(k.due)
+	if t, has := k.attemptAt(); has {
+		consider(t)
+	}
+	if t, has := k.deadAt(); has {
+		consider(t)
 	}
 	if len(k.pend) > 0 {
 		consider(k.pendingAt)
@@ -212,22 +263,23 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 // status returns the key's KeyStatus at now, for slots every interval held
 // for hold after their delivery.
 func (k *keyState) status(now time.Time, hold time.Duration) KeyStatus {
-	st := KeyStatus{Queued: k.depth, Waiting: max(k.depth-int64(len(k.pend)), 0), Seen: k.notified}
+	st := KeyStatus{Queued: k.depth, Waiting: max(k.depth-int64(len(k.pend)), 0), Seen: k.notified, Retrying: k.retrying()}
+	attempt, attempting := k.attemptAt()
 	var room time.Time
 	switch {
 	case len(k.pend) > 0:
 		room = k.pendingAt
-	case k.held != nil:
-		room = k.due.Add(hold)
-	case k.busy:
-		room = now.Add(hold)
+	case attempting:
+		room = attempt.Add(hold)
 	default:
+		// Also while busy: a step delivering now has k.next at most now, a
+		// step reading the key's next job has it at the job's slot.
 		room = maxTime(k.next, now).Add(hold)
 	}
 	st.RoomIn = max(room.Sub(now), 0)
 	next := maxTime(k.next, now)
-	if k.held != nil {
-		next = maxTime(k.due, now)
+	if attempting {
+		next = maxTime(attempt, now)
 	}
 	st.NextIn = next.Sub(now)
 	return st

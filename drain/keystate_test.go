@@ -63,34 +63,33 @@ func TestKeyNoticeBelowFrom(t *testing.T) {
 	}
 }
 
-// A delivered job keeps its slot (pend) until freed; the key's next slot
-// follows on its grid.
+// A delivered job keeps its slot (pend) until freed; reads go on after the
+// head.
 func TestKeyDeliveredAndFreed(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	interval, hold := 100*time.Millisecond, 100*time.Millisecond
+	hold := 100 * time.Millisecond
 	k := newKeyState("k", "k")
 	for seq := uint64(1); seq <= 3; seq++ {
 		k.notice(seq)
 	}
-	k.held, k.failures, k.history = &queue.Msg{Seq: 1}, 2, []string{"x"}
-	k.delivered(1, at(0), at(3), interval, hold)
-	if k.held != nil || k.failures != 0 || k.history != nil || k.from != 2 || !slices.Equal(k.pend, []uint64{1}) ||
-		!k.pendingAt.Equal(at(103)) || !k.next.Equal(at(100)) {
-		t.Errorf("after delivered: held %v, failures %d, history %v, from %d, pend %v, pendingAt %v, next %v",
-			k.held, k.failures, k.history, k.from, k.pend, k.pendingAt.Sub(t0), k.next.Sub(t0))
+	k.head = tried{msg: &queue.Msg{Seq: 1}, failures: 2, history: []string{"x"}}
+	k.delivered(headJob, at(3), hold)
+	if k.head.msg != nil || k.head.failures != 0 || k.head.history != nil || k.from != 2 || !slices.Equal(k.pend, []uint64{1}) ||
+		!k.pendingAt.Equal(at(103)) {
+		t.Errorf("after delivered: head %+v, from %d, pend %v, pendingAt %v", k.head, k.from, k.pend, k.pendingAt.Sub(t0))
 	}
-	k.held = &queue.Msg{Seq: 2}
-	k.delivered(2, at(100), at(250), interval, hold) // late by more than an interval
-	if !k.next.Equal(at(300)) || !slices.Equal(k.pend, []uint64{1, 2}) {
-		t.Errorf("after a late delivery: next %v, pend %v; want 300ms, [1 2]", k.next.Sub(t0), k.pend)
+	k.head = tried{msg: &queue.Msg{Seq: 2}}
+	k.delivered(headJob, at(250), hold)
+	if !slices.Equal(k.pend, []uint64{1, 2}) || !k.pendingAt.Equal(at(350)) {
+		t.Errorf("after a second delivery: pend %v, pendingAt %v; want [1 2], 350ms", k.pend, k.pendingAt.Sub(t0))
 	}
 	if n := k.freed(2); n != 2 || k.depth != 1 || len(k.pend) != 0 {
 		t.Errorf("freed(2) = %d, depth %d, pend %v; want 2, 1, []", n, k.depth, k.pend)
 	}
-	k.held, k.deadReason = &queue.Msg{Seq: 3}, ReasonDeadline
-	if !k.buried(3) || k.depth != 0 || k.from != 4 || k.deadReason != "" || k.held != nil {
-		t.Errorf("after buried(3): depth %d, from %d, deadReason %q, held %v", k.depth, k.from, k.deadReason, k.held)
+	k.head = tried{msg: &queue.Msg{Seq: 3}, deadReason: ReasonDeadline}
+	if !k.buried(headJob) || k.depth != 0 || k.from != 4 || k.head.deadReason != "" || k.head.msg != nil {
+		t.Errorf("after buried(head): depth %d, from %d, head %+v", k.depth, k.from, k.head)
 	}
 }
 
@@ -184,8 +183,9 @@ func TestKeyHeadAt(t *testing.T) {
 		k := newKeyState("k", "k")
 		k.next, k.wake = tt.next, true
 		k.headAt(&queue.Msg{Seq: 1}, tt.now, interval)
-		if !k.due.Equal(tt.want) || k.wake || k.held == nil {
-			t.Errorf("%s: due %v, wake %v; want %v, false", tt.name, k.due.Sub(t0), k.wake, tt.want.Sub(t0))
+		due, ok := k.attemptAt()
+		if !ok || !due.Equal(tt.want) || k.wake || !k.fresh() {
+			t.Errorf("%s: attemptAt() = %v, %v, wake %v, fresh %v; want %v, true, false, true", tt.name, due.Sub(t0), ok, k.wake, k.fresh(), tt.want.Sub(t0))
 		}
 	}
 }
@@ -200,8 +200,12 @@ func TestKeyNextEvent(t *testing.T) {
 		wantOK bool
 	}{
 		{"idle", keyState{}, time.Time{}, false},
-		{"held", keyState{held: &queue.Msg{}, due: at(30)}, at(30), true},
-		{"slot to free first", keyState{held: &queue.Msg{}, due: at(30), pend: []uint64{1}, pendingAt: at(20)}, at(20), true},
+		{"head", keyState{head: tried{msg: &queue.Msg{}}, next: at(30)}, at(30), true},
+		{"slot to free first", keyState{head: tried{msg: &queue.Msg{}}, next: at(30), pend: []uint64{1}, pendingAt: at(20)}, at(20), true},
+		{"retry after its slot", keyState{aside: []tried{{msg: &queue.Msg{}, retrying: true, due: at(50)}}, next: at(30)}, at(50), true},
+		{"retry waits for the slot", keyState{head: tried{msg: &queue.Msg{}, retrying: true, due: at(10)}, next: at(30)}, at(30), true},
+		{"dead letter before the slot", keyState{head: tried{msg: &queue.Msg{}}, next: at(30),
+			aside: []tried{{msg: &queue.Msg{}, retrying: true, deadReason: ReasonDelivery, due: at(5)}}}, at(5), true},
 		{"fetch", keyState{fetch: true, fetchAt: at(5), pend: []uint64{1}, pendingAt: at(20)}, at(5), true},
 	}
 	for _, tt := range tests {
@@ -226,10 +230,12 @@ func TestKeyStatus(t *testing.T) {
 	}{
 		{"delivered, slot held", keyState{depth: 3, notified: 9, pend: []uint64{7}, pendingAt: at(100), next: at(100)}, at(40),
 			KeyStatus{Queued: 3, Waiting: 2, Seen: 9, RoomIn: ms(60), NextIn: ms(60)}},
-		{"head read ahead of its slot", keyState{depth: 2, held: &queue.Msg{}, due: at(100), next: at(100)}, at(40),
+		{"head read ahead of its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: at(100)}, at(40),
 			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(160), NextIn: ms(60)}},
-		{"head past its slot", keyState{depth: 2, held: &queue.Msg{}, due: at(10)}, at(40),
+		{"head past its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: at(10)}, at(40),
 			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(70), NextIn: 0}},
+		{"failed head retried after its backoff", keyState{depth: 2, head: tried{msg: &queue.Msg{}, retrying: true, due: at(90)}, next: at(10)}, at(40),
+			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(150), NextIn: ms(50), Retrying: 1}},
 		{"busy reading", keyState{depth: 1, busy: true}, at(40),
 			KeyStatus{Queued: 1, Waiting: 1, RoomIn: hold, NextIn: 0}},
 		{"idle, paced", keyState{next: at(70)}, at(40),

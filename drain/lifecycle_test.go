@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -155,6 +156,40 @@ func TestPassiveDeliversNothing(t *testing.T) {
 		}
 		if st := r.d.Key("k", time.Now()); st.Queued != 4 || st.Waiting != 4 {
 			t.Errorf("Key(k) = %+v, want 4 queued, 4 waiting", st)
+		}
+	})
+}
+
+// When a job is handed to the sink, the job of its key delivered before is
+// no longer stored: a drainer killed at any moment leaves at most one
+// delivered job per key in the queue (the one in flight), which is all a
+// take-over delivers again.
+func TestOneDeliveredJobStoredPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMemRig(t, 100, drain.Pace{Interval: 10 * time.Millisecond}, drain.Config{Workers: 4})
+		var (
+			mu     sync.Mutex
+			prev   = map[string]uint64{} // key token → seq of its last delivery
+			stored []string
+		)
+		r.sink.setFail(func(d *drain.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if seq, ok := prev[d.Token]; ok {
+				if _, err := r.q.Get(t.Context(), d.Token, seq); err == nil {
+					stored = append(stored, fmt.Sprintf("%s (seq %d) while delivering seq %d", d.Msg.Key, seq, d.Msg.Seq))
+				}
+			}
+			prev[d.Token] = d.Msg.Seq
+			return nil
+		})
+		for i := range 5 {
+			r.admit(fmt.Sprint("k", i), 20)
+		}
+		r.d.Start(t.Context())
+		r.sink.wait(t, 100, time.Minute)
+		if len(stored) > 0 {
+			t.Errorf("%d deliveries while the key's previous delivered job was still stored, e.g. %v", len(stored), stored[:min(3, len(stored))])
 		}
 	})
 }

@@ -17,8 +17,8 @@ import (
 // with DiscardNewPerSubject does.
 //
 // It is cheap: no goroutine of its own, O(1) work per Admit, Get and Remove
-// (plus one call per watcher), and memory for the jobs stored, none for
-// those removed. Unlike JetStream it keeps no duplicate window: every Admit
+// (plus one call per watcher; Next, seldom asked, looks at every job), and
+// memory for the jobs stored, none for those removed. Unlike JetStream it keeps no duplicate window: every Admit
 // stores a new job, and Receipt.Duplicate is always false. Admit keeps the
 // job's Payload as it is, without a copy: the caller must not change it
 // afterwards. Its methods take a ctx for the shape of *queue.Queue's, and
@@ -170,6 +170,25 @@ func (q *MemQueue) Get(_ context.Context, token string, seq uint64) (*queue.Msg,
 		return nil, fmt.Errorf("drain: mem queue: get %d: %w: it belongs to %s, not %s", seq, queue.ErrEmpty, m.Token, token)
 	}
 	c := *m
+	return &c, nil
+}
+
+// Next returns the first job of key token stored at seq from or after it;
+// an error wrapping queue.ErrEmpty when there is none. Unlike Get it looks
+// at every job stored. The job is a copy.
+func (q *MemQueue) Next(_ context.Context, token string, from uint64) (*queue.Msg, error) {
+	q.mu.Lock()
+	var first *queue.Msg
+	for seq, m := range q.jobs {
+		if seq >= from && m.Token == token && (first == nil || seq < first.Seq) {
+			first = m
+		}
+	}
+	q.mu.Unlock()
+	if first == nil {
+		return nil, fmt.Errorf("drain: mem queue: next of %s from %d: %w", token, from, queue.ErrEmpty)
+	}
+	c := *first
 	return &c, nil
 }
 

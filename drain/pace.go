@@ -38,6 +38,12 @@ type Retry struct {
 	// Deadline is how long after its EnqueuedAt a job may still be retried
 	// before it is dead-lettered. 0 means no deadline.
 	Deadline time.Duration
+	// Budget is the share of a key's slots, above 0 and at most 1, that
+	// retries of failed jobs may take while fresh jobs of the key wait: a
+	// failed job steps aside and fresh jobs go on (see the package docs).
+	// 0 means no budget: a failed job blocks its key, strictly in order,
+	// until it is delivered or dead-lettered. Above 1 means 1.
+	Budget float64
 }
 
 // bounds returns the backoff's first pause and its ceiling, defaults
@@ -58,6 +64,20 @@ func (r Retry) bounds() (base, ceiling time.Duration) {
 func (r Retry) wait(failures int, j float64) time.Duration {
 	base, ceiling := r.bounds()
 	return backoff(failures, base, ceiling, j)
+}
+
+// stepsAside reports whether a failed job may step aside for the key's
+// fresh jobs: whether there is a retry budget.
+func (r Retry) stepsAside() bool { return r.Budget > 0 }
+
+// earning returns, for a budget below 1, the retries one fresh attempt
+// earns a key, and the most credit a key keeps: with a share b of the slots
+// for retries, R retries may come with F fresh attempts while
+// R ≤ F·b/(1−b). The ceiling is at least initialCredit, the credit a key
+// starts with.
+func (r Retry) earning() (earn, ceiling float64) {
+	earn = r.Budget / (1 - r.Budget)
+	return earn, max(earn, initialCredit)
 }
 
 // nextSlot returns the earliest start of the delivery after one scheduled

@@ -7,8 +7,9 @@ import (
 )
 
 // Queue is what a Drainer needs of a policy's queue: to learn of every job
-// stored, to read a key's head by its sequence, to free a job's slot, and,
-// while passive, the number of jobs stored per key. *queue.Queue (in
+// stored, to read a key's head by its sequence (and rarely, to find a key's
+// first job), to free a job's slot, and, while passive, the number of jobs
+// stored per key. *queue.Queue (in
 // JetStream) and MemQueue (in memory) satisfy it. Implementations must be
 // safe for concurrent use.
 type Queue interface {
@@ -26,6 +27,13 @@ type Queue interface {
 	// or belongs to another key. It costs one index lookup, however many
 	// jobs are stored.
 	Get(ctx context.Context, token string, seq uint64) (*queue.Msg, error)
+	// Next returns the first job of the key with token token stored at
+	// seq from or after it; an error wrapping queue.ErrEmpty when there is
+	// none. It may search the queue. A Drainer asks it only to find jobs it
+	// lost track of: after it took over from a drainer with a retry budget,
+	// which delivers later jobs while failed ones stay stored (see
+	// Retry.Budget), or when reads found jobs gone that it still counted.
+	Next(ctx context.Context, token string, from uint64) (*queue.Msg, error)
 	// LastSeq returns the sequence of the last job stored. A Drainer asks
 	// it before it skips a job Get did not find: a job Watch reported
 	// above LastSeq is not readable yet, not gone.

@@ -123,7 +123,7 @@ func contractAdmission(t *testing.T, q admissionQueue) {
 
 // Watch reports every job, stored before it started and after, in order,
 // once; Get reads a job by sequence for its own key only; Remove frees it,
-// twice without an error.
+// twice without an error; Next finds a key's first job from a sequence on.
 func contractWatchAndRead(t *testing.T, q admissionQueue) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -190,6 +190,19 @@ func contractWatchAndRead(t *testing.T, q admissionQueue) {
 	}
 	if tokens, _ := q.TokenDepths(ctx); tokens["a"] != 1 {
 		t.Errorf("TokenDepths()[a] = %d after a removal, want 1", tokens["a"])
+	}
+	// Next finds a key's first job stored from a sequence on, past other
+	// keys' jobs and removed ones.
+	for _, from := range []uint64{0, receipts[0].Seq, receipts[2].Seq} {
+		if m, err := q.Next(ctx, "a", from); err != nil || m.Seq != receipts[2].Seq || string(m.Payload) != "a" {
+			t.Errorf("Next(a, %d) = %+v, %v; want the job at %d", from, m, err, receipts[2].Seq)
+		}
+	}
+	if _, err := q.Next(ctx, "a", receipts[2].Seq+1); !errors.Is(err, queue.ErrEmpty) {
+		t.Errorf("Next(a) past its last job = %v, want ErrEmpty", err)
+	}
+	if _, err := q.Next(ctx, "none", 0); !errors.Is(err, queue.ErrEmpty) {
+		t.Errorf("Next of a key without jobs = %v, want ErrEmpty", err)
 	}
 	cancel()
 	select {

@@ -3,10 +3,7 @@ package drain
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"time"
-
-	"github.com/shaper-dev/shaper/queue"
 )
 
 // schedule is the scheduler goroutine of a started Drainer: it hands due
@@ -154,20 +151,25 @@ func (d *Drainer) due(now time.Time, steps []*step) (_ []*step, next time.Time, 
 
 // stepFor turns k, popped from the heap at now, into its step and marks k
 // busy; or, when nothing of k is due after all, places k again and returns
-// nil.
+// nil. A step dead-letters a job or attempts one (k.choose), frees slots,
+// and reads the head.
 func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 	s := k.step.reset(k)
-	switch {
-	case k.held != nil && k.deadReason != "" && !k.due.After(now):
-		s.deadLetter, s.reason, s.history = k.held, k.deadReason, k.history
-		s.read, s.from = true, k.held.Seq+1
-	case k.held != nil && !k.due.After(now):
+	s.qctx, s.gen = d.calls.ctx, d.calls.gen
+	k.retry = 0 // what is due is tried now; a failure marks it again
+	if i, ok := k.deadDue(now); ok {
+		t := k.job(i)
+		s.deadLetter, s.job, s.reason, s.history = t.msg, i, t.deadReason, t.history
+		if i == headJob {
+			s.read, s.from = true, t.msg.Seq+1
+		}
+	} else if i, scheduled, deferred, ok := k.choose(now, d.pace.Retry.Budget >= 1); ok {
 		if d.pace.Total > 0 && !k.reserved {
-			slot := maxTime(k.due, d.totalNext)
+			slot := maxTime(scheduled, d.totalNext)
 			if slot.After(now) {
 				// The total cap is the bottleneck: give the key the next
 				// slot under it. Keys get slots in the order they fell due.
-				k.due, k.reserved = slot, true
+				k.next, k.reserved = slot, true
 				d.totalNext = slot.Add(d.pace.Total)
 				d.place(k, now)
 				return nil
@@ -175,22 +177,28 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 			d.totalNext = nextSlot(slot, now, d.pace.Total)
 		}
 		k.reserved = false
-		s.deliver, s.scheduled = k.held, k.due
-		s.read, s.from = true, k.held.Seq+1
+		if deferred {
+			d.retriesDeferred++
+		}
+		t := k.job(i)
+		s.deliver, s.job, s.scheduled = t.msg, i, scheduled
+		if i == headJob {
+			s.read, s.from = true, t.msg.Seq+1
+		}
 	}
 	if len(k.pend) > 0 && (s.deliver != nil || s.deadLetter != nil || !k.pendingAt.After(now)) {
 		s.remove = append(s.remove, k.pend...)
 	}
-	if k.fetch && !k.fetchAt.After(now) && k.held == nil {
-		s.read, s.from = true, k.from
-		k.fetch = false
+	if k.fetch && !k.fetchAt.After(now) && k.head.msg == nil {
+		s.read, s.from, s.seek = true, k.from, k.seek
+		k.fetch, k.seek = false, false
 	}
 	if s.deliver == nil && s.deadLetter == nil && len(s.remove) == 0 && !s.read {
 		d.place(k, now) // nothing due (only pacing lapsed)
 		return nil
 	}
 	if s.read {
-		s.exact = k.readPlan(s.exact, s.from)
+		d.planRead(k, s)
 	}
 	k.busy = true
 	d.inflight++
@@ -219,50 +227,66 @@ func (d *Drainer) complete(s *step) (report bool) {
 	defer d.mu.Unlock()
 	now := d.clock.Now()
 	k := s.k
+	retry := d.pace.Retry
+	// A failed queue call is tried again after retryRead, or at once when
+	// the queue answered again since the step began (outage.go).
+	retryAt := now.Add(retryRead)
+	if s.gen != d.calls.gen {
+		retryAt = now
+	} else if s.unavailable() {
+		d.queueFailed(now)
+	}
 	if s.removeOK {
 		d.queued -= int64(k.freed(len(s.remove)))
 	} else if len(s.remove) > 0 {
-		k.pendingAt = now.Add(retryRead)
+		k.pendingAt, k.retry = retryAt, k.retry|retryFree
 	}
-	if s.deliver != nil {
+	if s.held {
+		// Not an attempt: the job goes in the key's slot once the slots
+		// before it are freed.
+		k.next, k.retry = maxTime(k.next, retryAt), k.retry|retryHeld
+	} else if s.deliver != nil {
+		t := k.job(s.job)
+		if attempted(s.err) {
+			// Every attempt takes a slot of the key; retries use its budget.
+			k.next = nextSlot(s.scheduled, s.started, d.pace.Interval)
+			if t.retrying {
+				d.retries++
+				k.spend()
+			} else {
+				k.earn(retry)
+			}
+		}
 		if s.err == nil {
-			k.delivered(s.deliver.Seq, s.scheduled, s.started, d.pace.Interval, d.hold)
+			k.delivered(s.job, s.started, d.hold)
 		} else {
-			d.failed(k, s, now)
+			d.failed(k, t, s, now)
 		}
 	}
 	if s.deadLetter != nil {
 		if s.deadErr == nil {
-			if k.buried(s.deadLetter.Seq) {
+			if k.buried(s.job) {
 				d.queued--
 			}
 		} else {
-			k.due = now.Add(retryRead)
+			k.job(s.job).due, k.retry = retryAt, k.retry|retryDead
 		}
 	}
 	k.forget(s.missing)
+	if len(s.missing) > 0 {
+		k.doubt()
+	}
 	if s.read {
-		switch {
-		case s.head != nil:
-			k.headAt(s.head, now, d.pace.Interval)
-		case errors.Is(s.readErr, queue.ErrEmpty):
-			if len(k.seqs) > 0 {
-				k.wake = true // reported jobs left to try
-			}
-			if k.wake {
-				k.wake = false
-				k.fetch, k.fetchAt = true, now
-			}
-		default:
-			d.log.Warn("drain: read head", "key", k.name, "err", s.readErr)
-			k.fetch, k.fetchAt = true, now.Add(retryRead)
-		}
+		d.applyRead(k, s, now, retryAt)
+	}
+	if retry.stepsAside() {
+		k.unblock(now)
 	}
 	if d.debug {
 		d.log.Debug("drain: step", "key", k.name, "delivered", seqOf(s.deliver), "err", s.err,
 			"dead_lettered", seqOf(s.deadLetter), "freed", s.remove, "free_ok", s.removeOK, "read", s.read, "exact", s.exact,
-			"head", seqOf(s.head), "read_err", s.readErr, "missing", s.missing, "held", seqOf(k.held),
-			"fetch", k.fetch, "seqs", len(k.seqs), "pend", len(k.pend), "depth", k.depth)
+			"seek", s.seek, "head", seqOf(s.head), "read_err", s.readErr, "missing", s.missing, "held", seqOf(k.head.msg),
+			"aside", len(k.aside), "fetch", k.fetch, "seqs", len(k.seqs), "pend", len(k.pend), "depth", k.depth)
 	}
 	if s.failure != nil && d.cfg.OnDeliver != nil {
 		return true
@@ -275,7 +299,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 // heap at its next event. d.mu must be held.
 func (d *Drainer) release(k *keyState, now time.Time) {
 	k.busy = false
-	if k.wake && k.held == nil {
+	if k.wake && k.head.msg == nil {
 		// A job was stored while the step ran, and the step did not read
 		// the head (it only freed slots, say): read it now, or the key would
 		// sleep with work until its next submission.

@@ -4,37 +4,54 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shaper-dev/shaper/queue"
 )
 
 // step is the I/O a worker does for one key at one time, in this order:
-// deliver the held job (or dead-letter it), free the slots of jobs
-// delivered before, read the new head. The scheduler fills in the plan
-// under the Drainer's lock; run does the I/O without it; complete applies
-// the results under it again.
+// free the slots of jobs delivered before, deliver one job of the key — its
+// head, or a failed job stepped aside — or dead-letter one, read the new
+// head. Freeing first means that a job is handed to the sink only once the
+// key's job delivered before has left the queue: a drainer killed at any
+// moment leaves at most one delivered job per key stored, which is all a
+// take-over delivers again. The scheduler fills in the plan under the
+// Drainer's lock; run does the I/O without it; complete applies the results
+// under it again.
 type step struct {
 	k          *keyState
 	deliver    *queue.Msg
 	deadLetter *queue.Msg // dead-letter this job instead of delivering it
+	job        int        // which job of the key is delivered or dead-lettered: headJob, or its index in aside
 	reason     string
 	history    []string
 	scheduled  time.Time
 	remove     []uint64
 	read       bool
 	from       uint64
-	exact      []uint64 // read the head at the first of these sequences still stored
+	exact      []uint64        // read the head at the first of these sequences still stored; seeking, skip these
+	seek       bool            // read the first job of the key stored from `from` on (Queue.Next)
+	resume     bool            // ask Config.Resume about a head stored before activation
+	resumeUpTo uint64          // the queue's last sequence at activation (0: ask it)
+	activation uint64          // the activation resumeUpTo belongs to
+	qctx       context.Context // of the queue calls (outage.go); nil: run's
+	gen        uint64          // the queue calls' generation the step began in
 
 	// results
-	started  time.Time
-	err      error
-	deadErr  error
-	removeOK bool
-	head     *queue.Msg
-	readErr  error
-	missing  []uint64 // exact sequences found gone
-	failure  *Event   // the failed delivery, reported once complete
+	started   time.Time
+	held      bool // the job was not handed over: a slot before it is not freed
+	err       error
+	deadErr   error
+	removeOK  bool
+	removeErr error
+	head      *queue.Msg
+	readErr   error
+	missing   []uint64 // exact sequences found gone
+	failure   *Event   // the failed delivery, reported once complete
+	learnt    bool     // resumeUpTo was asked of the queue
+	resumed   bool     // the head was stored before activation: Resume was asked
+	before    int      // failed attempts of the head before activation, by Resume
 
 	delivery Delivery // what the sink is handed
 }
@@ -49,12 +66,27 @@ func (s *step) reset(k *keyState) *step {
 // run does s's I/O, without the Drainer's lock, and reports a delivery or
 // a dead letter as soon as it happened.
 func (d *Drainer) run(ctx context.Context, s *step) {
-	if s.deliver != nil {
+	qctx := s.queueCtx(ctx)
+	if len(s.remove) > 0 {
+		s.removeOK = true
+		for _, seq := range s.remove {
+			if err := d.q.Remove(qctx, seq); err != nil {
+				s.removeOK, s.removeErr = false, err
+				d.log.Warn("drain: free slot", "key", s.k.name, "seq", seq, "err", err)
+				break
+			}
+		}
+	}
+	switch {
+	case s.deliver != nil && len(s.remove) > 0 && !s.removeOK:
+		s.held = true
+		s.read = s.read && s.job != headJob // the head stays
+	case s.deliver != nil:
 		s.started = d.clock.Now()
 		s.delivery = Delivery{Policy: d.policy, Token: s.k.token, Msg: s.deliver}
 		s.err = d.sink.Deliver(ctx, &s.delivery)
 		if s.err != nil {
-			s.read = false
+			s.read = s.read && s.job != headJob // the head stays
 		} else {
 			d.delivered.Add(1)
 			if d.cfg.OnDeliver != nil {
@@ -66,10 +98,10 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 	if s.deadLetter != nil {
 		s.deadErr = d.cfg.DeadLetter(ctx, s.deadLetter, s.reason, s.history)
 		if s.deadErr == nil {
-			s.deadErr = d.q.Remove(ctx, s.deadLetter.Seq)
+			s.deadErr = d.q.Remove(qctx, s.deadLetter.Seq)
 		}
 		if s.deadErr != nil {
-			s.read = false
+			s.read = s.read && s.job != headJob // the head stays
 			d.log.Warn("drain: dead-letter", "key", s.k.name, "job", s.deadLetter.ID, "reason", s.reason, "err", s.deadErr)
 		} else {
 			d.dead.Add(1)
@@ -79,28 +111,122 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 			}
 		}
 	}
-	if len(s.remove) > 0 {
-		s.removeOK = true
-		for _, seq := range s.remove {
-			if err := d.q.Remove(ctx, seq); err != nil {
-				s.removeOK = false
-				d.log.Warn("drain: free slot", "key", s.k.name, "seq", seq, "err", err)
+	if s.read {
+		d.readHead(ctx, qctx, s)
+	}
+}
+
+// readHead reads s's key's head: the first of the exact sequences still
+// stored, or when seeking, the first job stored from s.from on that the key
+// does not hold already. A head stored before activation is resumed. The
+// queue calls run with qctx (outage.go), Config.Resume with ctx.
+func (d *Drainer) readHead(ctx, qctx context.Context, s *step) {
+	if s.seek {
+		from := s.from
+		for {
+			s.head, s.readErr = d.q.Next(qctx, s.k.token, from)
+			if s.readErr != nil || !slices.Contains(s.exact, s.head.Seq) {
 				break
 			}
+			from = s.head.Seq + 1 // a job the key holds already
 		}
-	}
-	if s.read {
+	} else {
 		var last uint64 // the queue's last sequence, asked at most once a step
 		for _, seq := range s.exact {
-			s.head, s.readErr = d.readAt(ctx, s.k, seq, &last)
+			s.head, s.readErr = d.readAt(qctx, s.k, seq, &last)
 			if !errors.Is(s.readErr, queue.ErrEmpty) {
 				break
 			}
 			s.missing = append(s.missing, seq)
 		}
-		if s.head == nil && s.readErr == nil {
-			s.readErr = queue.ErrEmpty
+	}
+	if s.head == nil && s.readErr == nil {
+		s.readErr = queue.ErrEmpty
+	}
+	if s.head == nil || !s.resume {
+		return
+	}
+	if s.resumeUpTo == 0 {
+		last, err := d.q.LastSeq(qctx)
+		if err != nil {
+			s.head, s.readErr = nil, fmt.Errorf("drain: resume: %w", err)
+			return
 		}
+		s.resumeUpTo, s.learnt = last, true
+	}
+	if s.head.Seq <= s.resumeUpTo {
+		s.resumed = true
+		if n := d.cfg.Resume(ctx, s.head); n > 0 {
+			s.before = n
+			s.head.Attempt = max(s.head.Attempt, n+1)
+		}
+	}
+}
+
+// planRead fills in how s reads k's head: by the sequences Watch reported,
+// or when seeking, from where the seek is, skipping the jobs k holds; and
+// whether to ask Config.Resume about it. d.mu must be held.
+func (d *Drainer) planRead(k *keyState, s *step) {
+	if s.seek {
+		s.from = k.seekFrom
+		s.exact = append(s.exact, k.pend...)
+		for i := range k.aside {
+			s.exact = append(s.exact, k.aside[i].msg.Seq)
+		}
+	} else {
+		s.exact = k.readPlan(s.exact, s.from)
+	}
+	if d.cfg.Resume != nil && k.resumeLeft > 0 {
+		s.resume, s.resumeUpTo, s.activation = true, d.resumeUpTo, d.activation
+	}
+}
+
+// applyRead applies the read of k's head by s at now; a failed read is
+// tried again at retryAt. d.mu must be held.
+func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
+	if s.learnt && d.resumeUpTo == 0 && s.activation == d.activation {
+		d.resumeUpTo = s.resumeUpTo
+	}
+	switch {
+	case s.head != nil:
+		k.headAt(s.head, now, d.pace.Interval)
+		if s.seek {
+			k.seekFrom = s.head.Seq + 1
+		}
+		if s.resume && s.resumed {
+			k.resumeLeft--
+			if s.before > 0 {
+				d.resumed(&k.head, s.before, now)
+			}
+		} else if s.resume {
+			k.resumeLeft = 0 // this job and the later ones were stored after activation
+		}
+	case errors.Is(s.readErr, queue.ErrEmpty):
+		if s.seek {
+			// Nothing stored that the key does not know of: the depth
+			// counted jobs another drainer removed.
+			k.unsure = false
+			if lost := k.depth - k.known(); lost > 0 {
+				k.depth -= lost
+				d.queued -= lost
+			}
+		}
+		if len(k.seqs) > 0 {
+			k.wake = true // reported jobs left to try
+		}
+		switch {
+		case k.wake:
+			k.wake = false
+			k.fetch, k.fetchAt = true, now
+		case k.lost():
+			k.fetch, k.fetchAt, k.seek = true, now, true
+		case k.head.msg == nil && len(k.seqs) == 0:
+			k.unsure = false // every job counted is one the key knows
+		}
+	default:
+		d.log.Warn("drain: read head", "key", k.name, "err", s.readErr)
+		k.fetch, k.fetchAt, k.seek = true, retryAt, s.seek
+		k.retry |= retryFetch
 	}
 }
 

@@ -60,12 +60,12 @@ func (d *Drainer) notice(n queue.Notice) {
 	}
 	if d.debug {
 		d.log.Debug("drain: stored", "key", k.name, "seq", n.Seq, "depth", k.depth, "busy", k.busy,
-			"held", seqOf(k.held), "fetch", k.fetch, "active", d.active)
+			"held", seqOf(k.head.msg), "fetch", k.fetch, "active", d.active)
 	}
 	switch {
 	case k.busy:
 		k.wake = true
-	case k.held == nil && !k.fetch && d.active:
+	case k.head.msg == nil && !k.fetch && d.active:
 		now := d.clock.Now()
 		k.fetch, k.fetchAt = true, now
 		d.place(k, now)
@@ -122,7 +122,7 @@ func (d *Drainer) resync(ctx context.Context) {
 		}
 		k.resync(depths[token], highest)
 		d.queued += k.depth
-		if k.depth == 0 && !k.busy && k.held == nil {
+		if k.depth == 0 && !k.busy && k.head.msg == nil && len(k.aside) == 0 {
 			d.heap.drop(k)
 			d.forget(k)
 		}

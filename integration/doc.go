@@ -13,11 +13,23 @@
 // (TestDeferredSurvivesKill9), and two shapers on a 3-node cluster with
 // Redis keep per-key queue sizes, rates and admission limits global, hand
 // the drain over when the draining one is killed, and keep admitting when
-// Redis is lost (TestTwoShapersOnCluster).
+// Redis is lost (TestTwoShapersOnCluster). Three shapers started at once
+// on an empty cluster all become ready (TestShapersStartTogether, 10 runs);
+// a lone shaper drains on through the election of its queue's stream and
+// lease bucket (TestElectionUnderLoneShaper); kill -9 of the draining
+// shaper hands the drain over within the lease's lifetime, redelivering at
+// most one job per key (TestKill9DrainingShaper); memory does not grow with
+// the jobs delivered under sustained load (TestSoak, also the benchmark of
+// BENCHMARKS.md). TestTuneFidelity checks that shaper tune's replay
+// predicts a live shaper: accepted and rejected counts within 2 % and the
+// p99 time in queue within 10 % of a live run of the same trace (producer
+// send --trace), for three made-up traces.
 //
 // Run them with
 //
 //	go test ./integration -count=1 -v
 //
-// and skip them with -short.
+// and skip them with -short. -shaper.bin runs another shaper binary (a
+// baseline) instead of one built from this tree; TestSoak's flags are in
+// its doc.
 package integration

@@ -19,6 +19,10 @@ var bins struct {
 	producer   string
 }
 
+// shaperBin, when set, is the shaper binary the tests run instead of one
+// built from this tree: a baseline to measure against.
+var shaperBin = flag.String("shaper.bin", "", "run this shaper binary instead of building ./cmd/shaper")
+
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
@@ -35,11 +39,19 @@ func testMain(m *testing.M) int {
 	bins.shaper = filepath.Join(dir, "shaper")
 	bins.natsServer = filepath.Join(dir, "nats-server")
 	bins.producer = filepath.Join(dir, "producer")
-	for _, b := range []struct{ out, pkg string }{
-		{bins.shaper, "github.com/shaper-dev/shaper/cmd/shaper"},
+	builds := []struct{ out, pkg string }{
 		{bins.natsServer, "github.com/nats-io/nats-server/v2"},
 		{bins.producer, "github.com/shaper-dev/shaper/cmd/producer"},
-	} {
+	}
+	if *shaperBin != "" {
+		if bins.shaper, err = filepath.Abs(*shaperBin); err != nil {
+			fmt.Fprintln(os.Stderr, "integration:", err)
+			return 1
+		}
+	} else {
+		builds = append(builds, struct{ out, pkg string }{bins.shaper, "github.com/shaper-dev/shaper/cmd/shaper"})
+	}
+	for _, b := range builds {
 		if err := goBuild(b.out, b.pkg); err != nil {
 			fmt.Fprintln(os.Stderr, "integration:", err)
 			return 1

@@ -72,25 +72,28 @@ func TestSIGHUPReloads(t *testing.T) {
 }
 
 // TestSecondServeOnDataDirectory starts a second shaper on the data
-// directory of a running one (other ports): it must exit 1 at once, naming
-// the holder, and leave the first one serving.
+// directory of a running one, with other ports and with the same command
+// line: it must exit 1 at once, naming the holder, and leave the first one
+// serving.
 func TestSecondServeOnDataDirectory(t *testing.T) {
 	needBinaries(t)
 	cfg := embeddedShaper(t, "policies:\n  - name: a\n    outflow: 2/s\n    queue: 10\n")
 	first := startShaper(t, cfg)
-	second := cfg
 	ports := freePorts(t, 2)
-	second.httpAddr = "127.0.0.1:" + strconv.Itoa(ports[0])
-	second.natsListen = "127.0.0.1:" + strconv.Itoa(ports[1])
-	p := startProc(t, "second shaper", bins.shaper, "serve", "--policies", second.policies, "--http", second.httpAddr,
-		"--data", second.data, "--nats-listen", second.natsListen)
-	code, ok := p.wait(15 * time.Second)
-	if !ok {
-		t.Fatal("a second shaper on a used data directory is still running after 15s")
-	}
-	out := p.out.String()
-	if code != 1 || !strings.Contains(out, "pid "+strconv.Itoa(first.pid())) || !strings.Contains(out, cfg.httpAddr) {
-		t.Errorf("second shaper exited %d with:\n%s\nwant exit 1 naming pid %d and %s", code, out, first.pid(), cfg.httpAddr)
+	for _, second := range []struct{ name, http, nats string }{
+		{"other ports", "127.0.0.1:" + strconv.Itoa(ports[0]), "127.0.0.1:" + strconv.Itoa(ports[1])},
+		{"the same ports", cfg.httpAddr, cfg.natsListen},
+	} {
+		p := startProc(t, "second shaper, "+second.name, bins.shaper, "serve", "--policies", cfg.policies, "--http", second.http,
+			"--data", cfg.data, "--nats-listen", second.nats)
+		code, ok := p.wait(15 * time.Second)
+		if !ok {
+			t.Fatalf("a second shaper on a used data directory (%s) is still running after 15s", second.name)
+		}
+		out := p.out.String()
+		if code != 1 || !strings.Contains(out, "pid "+strconv.Itoa(first.pid())) || !strings.Contains(out, cfg.httpAddr) {
+			t.Errorf("second shaper (%s) exited %d with:\n%s\nwant exit 1 naming pid %d and %s", second.name, code, out, first.pid(), cfg.httpAddr)
+		}
 	}
 	if first.exited() {
 		t.Fatalf("the first shaper exited: %s", first.state())

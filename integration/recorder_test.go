@@ -141,6 +141,22 @@ func (r *recorder) waitAll(want []string, d time.Duration) deliveryReport {
 	}
 }
 
+// duplicatesByKey returns, per key, the deliveries beyond the first of its
+// jobs.
+func (r *recorder) duplicatesByKey() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dups := map[string]int{}
+	for key, ids := range r.byKey {
+		for _, id := range ids {
+			if n := r.count[id]; n > 1 {
+				dups[key] += n - 1
+			}
+		}
+	}
+	return dups
+}
+
 // lastAt returns when the last delivery arrived.
 func (r *recorder) lastAt() time.Time {
 	r.mu.Lock()

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ type shaperConfig struct {
 	replicas   int    // external mode
 	redisURL   string // admission limiter state (external mode), redis://ADDR
 	shutdown   time.Duration
+	bin        string // the shaper binary; default the one TestMain built
 }
 
 // embeddedShaper returns the config of a shaper with embedded JetStream on
@@ -60,6 +62,14 @@ func (c shaperConfig) clientURL() string {
 // startShaper runs `shaper serve` with c and waits until /readyz answers 200.
 func startShaper(t *testing.T, c shaperConfig) *proc {
 	t.Helper()
+	p := launchShaper(t, c)
+	waitReady(t, p, c.httpAddr, 30*time.Second)
+	return p
+}
+
+// launchShaper runs `shaper serve` with c and returns at once.
+func launchShaper(t *testing.T, c shaperConfig) *proc {
+	t.Helper()
 	args := []string{"serve", "--policies", c.policies, "--http", c.httpAddr, "--log-level", "debug"}
 	if c.natsURL != "" {
 		args = append(args, "--nats-url", c.natsURL, "--replicas", strconv.Itoa(max(c.replicas, 1)))
@@ -72,33 +82,39 @@ func startShaper(t *testing.T, c shaperConfig) *proc {
 	if c.shutdown > 0 {
 		args = append(args, "--shutdown-timeout", c.shutdown.String())
 	}
-	p := startProc(t, "shaper "+c.httpAddr, bins.shaper, args...)
-	waitReady(t, p, c.httpAddr, 30*time.Second)
-	return p
+	return startProc(t, "shaper "+c.httpAddr, cmp.Or(c.bin, bins.shaper), args...)
 }
 
 // waitReady polls GET /readyz until it answers 200, failing the test when p
 // exits or d passes.
 func waitReady(t *testing.T, p *proc, addr string, d time.Duration) {
 	t.Helper()
+	if err := ready(p, addr, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ready polls GET /readyz until it answers 200, and returns an error when p
+// exits or d passes. It may be called from any goroutine.
+func ready(p *proc, addr string, d time.Duration) error {
 	c, err := client.New("http://"+addr, client.Config{HTTPClient: &http.Client{Timeout: time.Second}})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	deadline := time.Now().Add(d)
 	last := "no answer"
 	for time.Now().Before(deadline) {
 		if p.exited() {
-			t.Fatalf("%s exited before it was ready: %s", p.name, p.state())
+			return fmt.Errorf("%s exited before it was ready: %s", p.name, p.state())
 		}
 		err := c.Ready(context.Background())
 		if err == nil {
-			return
+			return nil
 		}
 		last = err.Error()
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s not ready after %v: last /readyz: %s", p.name, d, last)
+	return fmt.Errorf("%s not ready after %v: last /readyz: %s", p.name, d, last)
 }
 
 // submitter submits jobs over HTTP.

@@ -1,7 +1,6 @@
 package limiter_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,24 +16,6 @@ import (
 	"github.com/shaper-dev/shaper/limiter"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Stopping Redis gives the configured answer within the timeout, with an
 // error wrapping ErrUnavailable; starting it again brings the same limiter
 // back to Redis, without a restart.
@@ -48,7 +29,7 @@ func TestRedisOutage(t *testing.T) {
 			t.Parallel()
 			srv := testenv.StartRedis(t)
 			rdb := newClient(t, srv.Addr(), 4)
-			var logs syncBuffer
+			var logs testenv.Buffer
 			const timeout = 100 * time.Millisecond
 			l := limiter.Limit{Count: 3, Period: time.Minute}
 			r, err := limiter.NewRedis(rdb, limiter.SlidingWindow, l, limiter.RedisConfig{

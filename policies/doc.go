@@ -17,7 +17,7 @@
 //	      subject: shaper.out.orders
 //	      mode: confirm
 //	      timeout: 5s
-//	    retry: {attempts: 5, backoff: 1s, max_backoff: 1m, deadline: 1h}
+//	    retry: {attempts: 5, backoff: 1s, max_backoff: 1m, deadline: 1h, budget: 20%}
 //	    admit:              # optional; an admission limit per key
 //	      algorithm: token_bucket
 //	      limit: 600/m
@@ -54,7 +54,15 @@
 //     each retry with full jitter), max_backoff (the delay cap, at least
 //     backoff) and deadline (how long after its first submission a job may
 //     still be retried). Durations use Go's syntax: 500ms, 90s, 5m, 24h;
-//     all must be positive.
+//     all must be positive. budget is the retry budget of deliveries: a
+//     failed job steps aside and the key's fresh jobs go on, while retries
+//     take at most this share of the key's slots (any slot no fresh job
+//     wants, too), so a flapping downstream cannot starve fresh work. It
+//     is a percentage ("20%") or a decimal (0.2), above 0 and at most 100 %,
+//     or off: a failed job then blocks its key, strictly in order, until it
+//     is delivered or dead-lettered. Jobs of a key are delivered in order
+//     but for this: a failed job may be retried after later jobs. See
+//     Budget.
 //   - admit: an admission limit checked per key before the queue. algorithm
 //     is one of gcra, token_bucket, fixed_window, sliding_log and
 //     sliding_window; limit is a rate, whose N must be a whole number for the
@@ -87,6 +95,7 @@
 //	retry.backoff      DefaultRetryBackoff (1s)
 //	retry.max_backoff  DefaultRetryMaxBackoff (1m)
 //	retry.deadline     DefaultRetryDeadline (24h)
+//	retry.budget       DefaultRetryBudget (20%)
 //	admit.fail         DefaultAdmitFail (open), when there is an admit block
 //
 // A value given explicitly is never replaced: "attempts: 0" is an error, not

@@ -89,3 +89,19 @@ func ExampleSet_With() {
 	// was 20/s now 50/s
 	// policy "orders": queue: 0: want a whole number from 1 to 1000000
 }
+
+func ExampleParseBudget() {
+	for _, s := range []string{"20%", "0.05", "off", "150%"} {
+		b, err := policies.ParseBudget(s)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Printf("%s: %s, a share of %v\n", s, b, b.Share())
+	}
+	// Output:
+	// 20%: 20%, a share of 0.2
+	// 0.05: 5%, a share of 0.05
+	// off: off, a share of 0
+	// "150%": want a share above 0% and at most 100%, such as 20% or 0.2, or off
+}

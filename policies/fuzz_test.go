@@ -34,6 +34,32 @@ func FuzzParseRate(f *testing.F) {
 	})
 }
 
+func FuzzParseBudget(f *testing.F) {
+	for _, s := range []string{"20%", "0.2", "12.5%", "1", "100%", "off", "0%", "0", "120%", "20", "-100%", "-1", "NaN",
+		"1e-3%", "0x1p-2", " 7% ", "%", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := ParseBudget(s)
+		if err != nil {
+			if b != 0 {
+				t.Errorf("ParseBudget(%q) = %v with an error, want 0", s, float64(b))
+			}
+			return
+		}
+		if !b.usable() {
+			t.Errorf("ParseBudget(%q) = %v, not a usable budget", s, float64(b))
+		}
+		if share := b.Share(); share < 0 || share > 1 || (share == 0) != (b == BudgetOff) {
+			t.Errorf("ParseBudget(%q).Share() = %v, want 0 for off, else in (0, 1]", s, share)
+		}
+		back, err := ParseBudget(b.String())
+		if err != nil || back != b {
+			t.Errorf("ParseBudget(%q) = %v, %v; want %v (round trip of %q)", b.String(), float64(back), err, float64(b), s)
+		}
+	})
+}
+
 func FuzzParse(f *testing.F) {
 	if data, err := os.ReadFile("../policies.yaml"); err == nil {
 		f.Add(data)
@@ -41,6 +67,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(twoPolicies))
 	f.Add([]byte("policies:\n  - name: a\n    outflow: 1/s\n    queue: 1\n    deliver: {webhook: 'http://x/'}\n    retry: {backoff: 2s}\n"))
 	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, admit: {algorithm: fixed_window, limit: 3/s}}]"))
+	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, retry: {budget: 12.5%}}, {name: b, outflow: 1/s, queue: 1, retry: {budget: off}}]"))
 	f.Add([]byte("a: &x [*x]\npolicies:\n  - *x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := Parse("f.yaml", data)

@@ -14,11 +14,16 @@ type retryJSON struct {
 	Backoff    string `json:"backoff"`
 	MaxBackoff string `json:"max_backoff"`
 	Deadline   string `json:"deadline"`
+	Budget     string `json:"budget,omitempty"` // "20%", "off"; left out when zero (not filled in)
 }
 
 // MarshalJSON implements json.Marshaler.
 func (r Retry) MarshalJSON() ([]byte, error) {
-	return json.Marshal(retryJSON{r.Attempts, r.Backoff.String(), r.MaxBackoff.String(), r.Deadline.String()})
+	v := retryJSON{r.Attempts, r.Backoff.String(), r.MaxBackoff.String(), r.Deadline.String(), ""}
+	if r.Budget != 0 {
+		v.Budget = r.Budget.String()
+	}
+	return json.Marshal(v)
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -29,6 +34,13 @@ func (r *Retry) UnmarshalJSON(b []byte) error {
 	}
 	var out Retry
 	out.Attempts = v.Attempts
+	if v.Budget != "" {
+		b, err := ParseBudget(v.Budget)
+		if err != nil {
+			return fmt.Errorf("retry.budget: %w", err)
+		}
+		out.Budget = b
+	}
 	for _, f := range []struct {
 		name string
 		s    string

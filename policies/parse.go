@@ -74,7 +74,7 @@ var (
 	fileFields    = []string{"policies"}
 	policyFields  = []string{"name", "outflow", "queue", "overflow", "total", "deliver", "retry", "admit"}
 	deliverFields = []string{"subject", "stream", "mode", "confirm", "webhook", "timeout"}
-	retryFields   = []string{"attempts", "backoff", "max_backoff", "deadline"}
+	retryFields   = []string{"attempts", "backoff", "max_backoff", "deadline", "budget"}
 	admitFields   = []string{"algorithm", "limit", "burst", "shadow", "fail"}
 )
 
@@ -211,6 +211,18 @@ func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, ok bool) {
 		return d
 	}
 
+	budget := func(field string, v *yaml.Node, flow bool) Budget {
+		if v.Kind != yaml.ScalarNode {
+			fail(field, v, flow, "%s: %s", kindName(v), budgetWant)
+			return 0
+		}
+		b, err := ParseBudget(v.Value)
+		if err != nil {
+			fail(field, v, flow, "%v", err)
+		}
+		return b
+	}
+
 	var confirm *bool // deliver.confirm, when given
 	item = deref(item)
 	p.mapping(item, flow, "", policyFields, func(key string, k, v *yaml.Node, flow bool) {
@@ -273,6 +285,8 @@ func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, ok bool) {
 					pol.Retry.MaxBackoff = duration(key, v, flow)
 				case "retry.deadline":
 					pol.Retry.Deadline = duration(key, v, flow)
+				case "retry.budget":
+					pol.Retry.Budget = budget(key, v, flow)
 				}
 			})
 		case "admit":

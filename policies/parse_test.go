@@ -24,6 +24,7 @@ func defaults(name string, outflow Rate, queue, line int) Policy {
 			Backoff:    DefaultRetryBackoff,
 			MaxBackoff: DefaultRetryMaxBackoff,
 			Deadline:   DefaultRetryDeadline,
+			Budget:     DefaultRetryBudget,
 		},
 		Line: line,
 	}
@@ -54,7 +55,7 @@ policies:
       stream: ORDERS_OUT
       confirm: true
       timeout: 5s
-    retry: {attempts: 5, backoff: 1s, max_backoff: 1m, deadline: 1h}
+    retry: {attempts: 5, backoff: 1s, max_backoff: 1m, deadline: 1h, budget: 12.5%}
     admit:
       algorithm: token_bucket
       limit: 600/m
@@ -66,7 +67,7 @@ policies:
 			p.Overflow = OverflowDefer
 			p.Total = perSec(500)
 			p.Deliver = Deliver{Subject: "out.orders", Stream: "ORDERS_OUT", Timeout: 5 * time.Second}
-			p.Retry = Retry{Attempts: 5, Backoff: time.Second, MaxBackoff: time.Minute, Deadline: time.Hour}
+			p.Retry = Retry{Attempts: 5, Backoff: time.Second, MaxBackoff: time.Minute, Deadline: time.Hour, Budget: 0.125}
 			p.Admit = &Admit{Algorithm: "token_bucket", Limit: Rate{600, time.Minute}, Burst: 10, Shadow: true, Fail: "closed"}
 			return []Policy{p}
 		}},
@@ -223,6 +224,12 @@ func TestParseErrors(t *testing.T) {
 		{"deadline", head + "    retry: {deadline: soon}\n", 5, "retry.deadline", `"soon": want a duration`},
 		{"flow column", head + "    retry: {attempts: 5, backoff: -1s}\n", 5, "retry.backoff", "want a positive duration"},
 		{"max_backoff typo", head + "    retry: {max-backoff: 1s}\n", 5, "retry", `(did you mean "max_backoff"?)`},
+		{"budget zero", head + "    retry: {attempts: 5, budget: 0%}\n", 5, "retry.budget", `"0%": want a share above 0% and at most 100%, such as 20% or 0.2, or off`},
+		{"budget above all", head + "    retry:\n      budget: 120%\n", 6, "retry.budget", `"120%": want a share above 0%`},
+		{"budget without %", head + "    retry:\n      budget: 20\n", 6, "retry.budget", `"20": want a share above 0%`},
+		{"budget negative", head + "    retry:\n      budget: -100%\n", 6, "retry.budget", `"-100%": want a share`},
+		{"budget text", head + "    retry:\n      budget: none\n", 6, "retry.budget", `"none": want a share`},
+		{"budget list", head + "    retry:\n      budget: [20%]\n", 6, "retry.budget", "want a share above 0%"},
 		{"admit algorithm", head + "    admit:\n      algorithm: leaky\n      limit: 1/s\n", 6, "admit.algorithm", `"leaky": want one of gcra, token_bucket`},
 		{"admit algorithm typo", head + "    admit:\n      algorithm: token-bucket\n      limit: 1/s\n", 6, "admit.algorithm", `(did you mean "token_bucket"?)`},
 		{"admit algorithm missing", head + "    admit:\n      limit: 1/s\n", 5, "admit.algorithm", "missing"},

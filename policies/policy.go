@@ -33,6 +33,7 @@ const (
 	DefaultRetryBackoff    = time.Second      // Retry.Backoff
 	DefaultRetryMaxBackoff = time.Minute      // Retry.MaxBackoff
 	DefaultRetryDeadline   = 24 * time.Hour   // Retry.Deadline
+	DefaultRetryBudget     = Budget(0.2)      // Retry.Budget: 20 %
 	DefaultAdmitFail       = FailOpen         // Admit.Fail
 	// MaxNameLen bounds a policy name, which becomes part of stream names and subjects.
 	MaxNameLen = 64
@@ -111,6 +112,10 @@ type Retry struct {
 	// Deadline is how long after its first submission a job may still be
 	// retried before it is dead-lettered. Default DefaultRetryDeadline.
 	Deadline time.Duration `json:"deadline"`
+	// Budget is the share of a key's delivery slots that retries of failed
+	// deliveries may take while fresh jobs of the key wait (deferral is not
+	// concerned), or BudgetOff. Default DefaultRetryBudget.
+	Budget Budget `json:"budget"`
 }
 
 // Admit is an admission limit applied per key before a job reaches the queue.

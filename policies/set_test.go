@@ -120,6 +120,8 @@ func TestValidate(t *testing.T) {
 		{"attempts", func(p *Policy) { p.Retry.Attempts = -1 }, "retry.attempts: -1: want at least 1"},
 		{"deadline", func(p *Policy) { p.Retry.Deadline = 0 }, "retry.deadline"},
 		{"max_backoff", func(p *Policy) { p.Retry.MaxBackoff = 0 }, "retry.max_backoff"},
+		{"budget zero", func(p *Policy) { p.Retry.Budget = 0 }, "retry.budget: 0%: want a share above 0%"},
+		{"budget above 1", func(p *Policy) { p.Retry.Budget = 1.5 }, "retry.budget: 150%: want a share"},
 		{"admit zero", func(p *Policy) { p.Admit = &Admit{} }, "admit.algorithm: missing"},
 		{"admit fail", func(p *Policy) { p.Admit = &Admit{Algorithm: "gcra", Limit: Rate{1, time.Second}} }, `admit.fail: "": want "open" or "closed"`},
 	}

@@ -128,6 +128,9 @@ func (p *Policy) validate() []*Error {
 	if r.Deadline <= 0 {
 		add("retry.deadline", "%v: want a positive duration", r.Deadline)
 	}
+	if !r.Budget.usable() {
+		add("retry.budget", "%s: %s", r.Budget, budgetWant)
+	}
 
 	if a := p.Admit; a != nil {
 		if a.Algorithm == "" {
@@ -262,6 +265,9 @@ func (p *Policy) fillDefaults(has func(field string) bool) {
 	}
 	if unset("retry.deadline", p.Retry.Deadline == 0) {
 		p.Retry.Deadline = DefaultRetryDeadline
+	}
+	if unset("retry.budget", p.Retry.Budget == 0) {
+		p.Retry.Budget = DefaultRetryBudget
 	}
 	if p.Admit != nil && unset("admit.fail", p.Admit.Fail == "") {
 		p.Admit.Fail = DefaultAdmitFail

@@ -202,3 +202,18 @@ func TestAdmitAsync(t *testing.T) {
 		t.Errorf("2 MiB payload = %v, want ErrTooLarge", err)
 	}
 }
+
+// ParseJobID takes back exactly what JobID made, and nothing else: an id of
+// its own (a NUID, an Idempotency-Key's hash) is not named by a sequence.
+func TestParseJobID(t *testing.T) {
+	created := time.Date(2026, 11, 23, 10, 0, 0, 123, time.UTC)
+	id := queue.JobID(queue.EpochOf(created), 12345)
+	if epoch, seq, ok := queue.ParseJobID(id); !ok || epoch != created.UnixNano() || seq != 12345 {
+		t.Errorf("ParseJobID(%q) = %d, %d, %v; want %d, 12345, true", id, epoch, seq, ok, created.UnixNano())
+	}
+	for _, bad := range []string{"", "-", "x", id + "-1", "-1", "abc-", "abc-0", "0-1", "abc-01", "ABC-1", "Xh7PqQn0d8Yc5y2Tn5rFYb", "i0123456789abcdef01234567", "zzzzzzzzzzzzzzz-1"} {
+		if epoch, seq, ok := queue.ParseJobID(bad); ok {
+			t.Errorf("ParseJobID(%q) = %d, %d, true; want false", bad, epoch, seq)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -129,18 +128,20 @@ func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*cfg.Timeout)
 	defer cancel()
-	s, err := js.Stream(ctx, sc.Name)
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		s, err = js.CreateStream(ctx, sc)
-	case err == nil:
-		info := s.CachedInfo()
-		if old := info.Config.MaxMsgsPerSubject; int64(size) < old && info.State.Msgs > 0 {
-			cfg.Logger.Warn("queue size lowered over live jobs: keeping the stream limit, admission enforces the new size",
-				"policy", policy, "stream_limit", old, "size", size)
-			sc.MaxMsgsPerSubject = old
+	// Create first: creating is idempotent, while an update racing another
+	// shaper's creation of the same new stream can go unanswered.
+	s, err := js.CreateStream(ctx, sc)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		s, err = js.Stream(ctx, sc.Name)
+		if err == nil {
+			info := s.CachedInfo()
+			if old := info.Config.MaxMsgsPerSubject; int64(size) < old && info.State.Msgs > 0 {
+				cfg.Logger.Warn("queue size lowered over live jobs: keeping the stream limit, admission enforces the new size",
+					"policy", policy, "stream_limit", old, "size", size)
+				sc.MaxMsgsPerSubject = old
+			}
+			s, err = js.UpdateStream(ctx, sc)
 		}
-		s, err = js.UpdateStream(ctx, sc)
 	}
 	if err != nil {
 		return nil, classify("queue: open "+policy, err)
@@ -333,52 +334,6 @@ func (p *Pending) Wait() (Receipt, error) {
 	}
 }
 
-// JobID returns the id of a job Admit stored at seq without an id of its
-// own: the stream's creation time and the sequence, both in base 36 and
-// joined by '-' (a character neither nuid nor hex ids contain). The creation
-// time keeps ids unique when a stream is deleted and created again.
-func (q *Queue) JobID(seq uint64) string { return JobID(*q.epoch.Load(), seq) }
-
-func (q *Queue) setEpoch(created time.Time) {
-	e := EpochOf(created)
-	q.epoch.Store(&e)
-}
-
-// JobID is Queue.JobID for a stream of the given epoch (EpochOf its
-// creation time), for readers of a queue's stream that have no Queue.
-func JobID(epoch string, seq uint64) string {
-	return epoch + "-" + strconv.FormatUint(seq, 36)
-}
-
-// EpochOf returns the epoch part of the ids of a stream created at created.
-func EpochOf(created time.Time) string { return strconv.FormatInt(created.UnixNano(), 36) }
-
-// MaxJobIDLen bounds the ids ValidJobID accepts. The shaper's ids are at
-// most 27 bytes: 22 for a nuid, 25 for an Idempotency-Key's hash, 27 for an
-// id JobID makes.
-const MaxJobIDLen = 64
-
-// ValidJobID reports whether id could be a job id the shaper made: 1 to
-// MaxJobIDLen bytes of [A-Za-z0-9_-], the characters of a plain key. An id
-// from outside (GET /v1/jobs/{id}) must pass it before it is used in a
-// subject: a few KiB past the server's control line limit, and the server
-// closes the connection.
-func ValidJobID(id string) bool { return id != "" && len(id) <= MaxJobIDLen && plain(id) }
-
-// SeqOf returns the sequence of the job an id made by JobID names, and
-// false when id is not such an id of this queue.
-func (q *Queue) SeqOf(id string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(id, *q.epoch.Load()+"-")
-	if !ok {
-		return 0, false
-	}
-	seq, err := strconv.ParseUint(rest, 36, 64)
-	if err != nil || seq == 0 || strconv.FormatUint(seq, 36) != rest {
-		return 0, false
-	}
-	return seq, true
-}
-
 // JobHeader returns a copy of h without NATS's and JetStream's own headers
 // (Nats-*: message ids, expectations, sizes), which are set per publish and
 // must not travel with a job from one stream to the next.
@@ -391,282 +346,3 @@ func JobHeader(h nats.Header) nats.Header {
 	}
 	return out
 }
-
-// Msg is a job read back from the queue, with every field of its Job
-// filled in (ID, Key, EnqueuedAt and Attempt derived when not stored).
-type Msg struct {
-	Seq   uint64 // stream sequence; pass it to Remove
-	Token string // the key's subject token
-	Job
-}
-
-// Headers returns the headers the job travels with once it leaves the
-// queue (to a delivery, a dead letter): its own non-NATS headers plus
-// Shaper-Job-Id, Shaper-Policy, Shaper-Key, Shaper-Enqueued-At and
-// Shaper-Attempt for policy.
-func (m *Msg) Headers(policy string) nats.Header {
-	h := JobHeader(m.Header)
-	h[HeaderJobID] = []string{m.ID}
-	h[HeaderPolicy] = []string{policy}
-	h[HeaderKey] = []string{m.Key}
-	h[HeaderEnqueuedAt] = []string{m.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
-	h[HeaderAttempt] = []string{strconv.Itoa(m.Attempt)}
-	return h
-}
-
-// Next returns the first job of key token with a sequence at or after from,
-// or an error wrapping ErrEmpty when there is none. Jobs of one key come back
-// in the order they were admitted.
-func (q *Queue) Next(ctx context.Context, token string, from uint64) (*Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
-	defer cancel()
-	raw, err := q.stream.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(q.prefix+token))
-	if err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, ErrEmpty
-		}
-		return nil, classify("queue: next", err)
-	}
-	return q.decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
-}
-
-// Get returns the job stored at seq, which must be a job of key token; an
-// error wrapping ErrEmpty when it is gone. Unlike Next it is one index
-// lookup, however many other keys' jobs are stored after it.
-func (q *Queue) Get(ctx context.Context, token string, seq uint64) (*Msg, error) {
-	m, err := q.Lookup(ctx, seq)
-	if err != nil {
-		return nil, err
-	}
-	if m.Token != token {
-		return nil, fmt.Errorf("queue: get %d: %w: it belongs to %s, not %s", seq, ErrEmpty, q.Subject(m.Token), q.Subject(token))
-	}
-	return m, nil
-}
-
-// LastSeq returns the sequence of the last job the stream stored, as its
-// leader sees it now.
-func (q *Queue) LastSeq(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
-	defer cancel()
-	info, err := q.stream.Info(ctx)
-	if err != nil {
-		return 0, classify("queue: last sequence", err)
-	}
-	q.setEpoch(info.Created)
-	return info.State.LastSeq, nil
-}
-
-// Lookup returns the job stored at seq, whatever its key; an error wrapping
-// ErrEmpty when there is none.
-func (q *Queue) Lookup(ctx context.Context, seq uint64) (*Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
-	defer cancel()
-	raw, err := q.stream.GetMsg(ctx, seq)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, ErrEmpty
-		}
-		return nil, classify("queue: lookup", err)
-	}
-	token := q.Token(raw.Subject)
-	if token == "" {
-		return nil, fmt.Errorf("queue: lookup %d: %w: %s is not a key's subject", seq, ErrEmpty, raw.Subject)
-	}
-	return q.decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
-}
-
-func (q *Queue) decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
-	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: data, Header: h}}
-	m.ID = h.Get(HeaderJobID)
-	if m.ID == "" {
-		m.ID = q.JobID(seq)
-	}
-	m.Key = h.Get(HeaderKey)
-	if m.Key == "" {
-		m.Key, _ = DecodeKey(token)
-	}
-	if t, err := time.Parse(time.RFC3339Nano, h.Get(HeaderEnqueuedAt)); err == nil {
-		m.EnqueuedAt = t
-	} else {
-		m.EnqueuedAt = stored
-	}
-	m.Attempt, _ = strconv.Atoi(h.Get(HeaderAttempt))
-	if m.Attempt <= 0 {
-		m.Attempt = 1
-	}
-	return m
-}
-
-// Remove deletes the job stored at seq, freeing its key's slot. Removing a
-// job that is already gone is not an error.
-func (q *Queue) Remove(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
-	defer cancel()
-	err := q.stream.DeleteMsg(ctx, seq)
-	if err != nil && (strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "no message found")) {
-		return nil
-	}
-	return classify("queue: remove", err)
-}
-
-// Depths returns the number of jobs stored per key, read from the stream
-// (exact, but one JetStream request over every subject: not for a hot path).
-func (q *Queue) Depths(ctx context.Context) (map[string]uint64, error) {
-	byToken, err := q.TokenDepths(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]uint64, len(byToken))
-	for t, n := range byToken {
-		if k, err := DecodeKey(t); err == nil {
-			out[k] = n
-		}
-	}
-	return out, nil
-}
-
-// TokenDepths is Depths keyed by key token.
-func (q *Queue) TokenDepths(ctx context.Context) (map[string]uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
-	defer cancel()
-	info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(q.prefix+"*"))
-	if err != nil {
-		return nil, classify("queue: depths", err)
-	}
-	out := make(map[string]uint64, len(info.State.Subjects))
-	for subj, n := range info.State.Subjects {
-		if t := q.Token(subj); t != "" {
-			out[t] = n
-		}
-	}
-	return out, nil
-}
-
-// Notice says that a job was stored: its key's token and its sequence.
-type Notice struct {
-	Token string
-	Seq   uint64
-}
-
-// Key returns the key the notice's token encodes, and an error for a token
-// no key encodes to (a message published to the queue's subjects by
-// something other than Admit). Decoding costs a little: a watcher calls it
-// when it first meets a token, not for every job.
-func (n Notice) Key() (string, error) { return DecodeKey(n.Token) }
-
-// Watch calls fn, in stream order and from one goroutine at a time, for
-// every job in the queue now and every job stored later, until ctx ends. It
-// reads headers only, so its cost does not grow with payload size. A job
-// removed before Watch reaches it is skipped.
-//
-// Drainers depend on Watch to learn of every job, so it heals itself: when
-// the stream has stored jobs past the last one reported and nothing has been
-// reported for WatchStall, or when its consumer closes, it starts a new
-// ordered consumer from the job after the last one reported. (nats.go's
-// ordered consumer can hang in its own reset, holding its lock, after a
-// stream leader is lost: the stalled one is abandoned, not waited for.)
-func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
-	var (
-		mu       sync.Mutex
-		gen      int       // generation of the consumer allowed to report
-		last     uint64    // last stream sequence reported
-		floor    uint64    // no job up to here is waiting to be reported
-		progress time.Time // when last changed, or floor was raised
-	)
-	handler := func(g int) func(jetstream.Msg) {
-		return func(m jetstream.Msg) {
-			md, err := m.Metadata()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if g != gen || md.Sequence.Stream <= last {
-				return
-			}
-			last, progress = md.Sequence.Stream, time.Now()
-			token := q.Token(m.Subject())
-			if token == "" {
-				return
-			}
-			fn(Notice{Token: token, Seq: md.Sequence.Stream})
-		}
-	}
-	check := time.NewTicker(WatchStall / 3)
-	defer check.Stop()
-	var current jetstream.ConsumeContext
-	defer func() {
-		if current != nil {
-			go current.Stop() // may block in a hung consumer: never wait for it
-		}
-	}()
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(min(time.Duration(attempt)*250*time.Millisecond, 2*time.Second)):
-			}
-		}
-		mu.Lock()
-		gen++
-		g, from := gen, last+1
-		mu.Unlock()
-		if current != nil {
-			q.cfg.Logger.Warn("queue: restarting the watch", "stream", q.Stream(), "from", from)
-			go current.Stop()
-			current = nil
-		}
-		before, _ := q.LastSeq(ctx)
-		cons, err := q.js.OrderedConsumer(ctx, q.Stream(), jetstream.OrderedConsumerConfig{
-			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:   from,
-			HeadersOnly:   true,
-		})
-		if err != nil {
-			continue
-		}
-		cc, err := cons.Consume(handler(g))
-		if err != nil {
-			continue
-		}
-		current = cc
-		mu.Lock()
-		progress = time.Now()
-		if info := cons.CachedInfo(); info != nil && info.NumPending == 0 && before > floor {
-			floor = before // nothing stored up to `before` is left to report
-		}
-		mu.Unlock()
-	watch:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-cc.Closed():
-				break watch
-			case <-check.C:
-				mu.Lock()
-				stalled := time.Since(progress) >= WatchStall
-				reported := max(last, floor)
-				mu.Unlock()
-				if !stalled {
-					continue
-				}
-				stored, err := q.LastSeq(ctx)
-				if err != nil || stored <= reported {
-					mu.Lock()
-					progress = time.Now() // caught up (or cannot tell): look again later
-					mu.Unlock()
-					continue
-				}
-				break watch // jobs stored and none reported for WatchStall
-			}
-		}
-	}
-	return nil
-}
-
-// WatchStall is how long Watch lets its consumer sit with jobs pending and
-// nothing reported before it recreates it.
-const WatchStall = 3 * time.Second

@@ -5,6 +5,10 @@ import (
 	"log/slog"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
@@ -27,6 +31,8 @@ const (
 	DefaultLeaseTTL = cluster.DefaultLeaseTTL
 	// DefaultJobTTL is how long GET /v1/jobs/{id} knows a job after its last change.
 	DefaultJobTTL = jobs.DefaultTTL
+	// DefaultJobRecords bounds the job records kept (see Config.JobRecords).
+	DefaultJobRecords = jobs.DefaultMaxRecords
 )
 
 // Config configures a Shaper. Policies is required; every other field's zero
@@ -117,9 +123,28 @@ type Config struct {
 	// JobTTL is how long GET /v1/jobs/{id} knows a job after its last
 	// change. Default DefaultJobTTL.
 	JobTTL time.Duration
+	// JobRecords bounds the job records kept for what GET /v1/jobs/{id}
+	// cannot derive from the queues (deferred jobs, failed attempts, dead
+	// letters); past it the oldest go, and with them the status of the jobs
+	// delivered before them. Default DefaultJobRecords.
+	JobRecords int64
 
 	// Logger receives the Shaper's logs. Default: discard.
 	Logger *slog.Logger
+
+	// TracerProvider, when set, records the spans of every job: its
+	// submission and store, its wait in the queue, each delivery attempt
+	// and its dead-lettering, in the trace the producer's traceparent
+	// names. Default: no spans are recorded (deliveries still carry the
+	// producer's traceparent, or a new unsampled one).
+	TracerProvider trace.TracerProvider
+	// MetricReaders read the Shaper's metrics besides the Prometheus
+	// exporter behind GET /metrics (an OTLP exporter's periodic reader,
+	// say). Run shuts them down when it returns.
+	MetricReaders []sdkmetric.Reader
+	// Resource describes this shaper in exported metrics. Default:
+	// service.name "shaper".
+	Resource *resource.Resource
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -158,6 +183,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.JobTTL <= 0 {
 		c.JobTTL = DefaultJobTTL
+	}
+	if c.JobRecords <= 0 {
+		c.JobRecords = DefaultJobRecords
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

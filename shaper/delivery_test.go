@@ -2,6 +2,7 @@ package shaper_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
@@ -85,4 +87,54 @@ func TestPublishModeDeliversWithoutReply(t *testing.T) {
 		p, _ := api.Policy(context.Background(), "p")
 		return p.Delivered == 3
 	})
+}
+
+// A job whose deliveries failed before its shaper stopped resumes after the
+// restart with its attempts: Shaper-Attempt counts across restarts.
+func TestAttemptsCountAcrossRestarts(t *testing.T) {
+	const yaml = "policies:\n  - name: p\n    outflow: 50/s\n    queue: 10\n    deliver: {timeout: 200ms}\n    retry: {attempts: 10, backoff: 50ms, max_backoff: 100ms}\n"
+	dir := t.TempDir()
+	first := start(t, yaml, func(c *shaper.Config) { c.DataDir = dir })
+	attempts := make(chan string, 100)
+	sub, err := first.nc.Subscribe("shaper.out.p.>", func(m *nats.Msg) { attempts <- m.Header.Get(client.HeaderAttempt) }) // takes, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.nc.Flush()
+	api, err := client.New(first.base, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := api.Submit(context.Background(), "p", "k", []byte("x"))
+	if err != nil || res.Outcome != client.OutcomeAccepted {
+		t.Fatalf("Submit = %+v, %v", res, err)
+	}
+	for range 2 {
+		select {
+		case <-attempts:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery attempt")
+		}
+	}
+	waitFor(t, "two failed attempts recorded", 10*time.Second, func() bool {
+		j, err := api.Job(context.Background(), res.ID)
+		return err == nil && j.Attempts >= 2
+	})
+	sub.Unsubscribe()
+	first.Stop()
+
+	second := start(t, yaml, func(c *shaper.Config) { c.DataDir = dir })
+	got := make(chan *nats.Msg, 1)
+	if _, err := second.nc.Subscribe("shaper.out.p.>", func(m *nats.Msg) { m.Respond(nil); got <- m }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		n, _ := strconv.Atoi(m.Header.Get(client.HeaderAttempt))
+		if n < 3 {
+			t.Errorf("Shaper-Attempt after 2+ failed attempts and a restart = %q, want at least 3", m.Header.Get(client.HeaderAttempt))
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no delivery after the restart")
+	}
 }

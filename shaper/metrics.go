@@ -1,72 +1,206 @@
 package shaper
 
 import (
-	"fmt"
+	"context"
+	"errors"
 	"net/http"
-	"strconv"
-	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
 
-// metric is one Prometheus series family drawn from PolicyStatus.
-type metric struct {
-	name, kind, help string
-	value            func(PolicyStatus) float64
+// Bucket bounds of the shaper's histograms, in seconds.
+var (
+	// queueBuckets: time in queue, from a few milliseconds to a day (a
+	// deferred job may wait that long).
+	queueBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 21600, 86400}
+	// latenessBuckets: how late a delivery started after its slot; a
+	// healthy drain stays under a few milliseconds.
+	latenessBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}
+	// deliveryBuckets: one delivery attempt, up to a slow webhook's timeout.
+	deliveryBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+)
+
+// metrics is a Shaper's OpenTelemetry meter provider and the Prometheus
+// registry /metrics serves from: the OTel instruments through the OTel
+// Prometheus exporter, the Go runtime and process collectors beside them.
+// The figures of each policy are observed from memory at collection
+// (gate counts, drainer stats, the dead letters' cached counts): a scrape
+// costs no JetStream request.
+type metrics struct {
+	provider *sdkmetric.MeterProvider
+	meter    metric.Meter
+	handler  http.Handler
+
+	queueTime, lateness, delivery metric.Float64Histogram
+
+	mu       sync.Mutex
+	policies map[string]metric.MeasurementOption // the attribute set {policy=name}
 }
 
-var metrics = []metric{
-	{"shaper_jobs_admitted_total", "counter", "Jobs accepted into a queue (202).", func(p PolicyStatus) float64 { return float64(p.Admitted) }},
-	{"shaper_jobs_duplicate_total", "counter", "Resubmissions answered from the duplicate window.", func(p PolicyStatus) float64 { return float64(p.Duplicates) }},
-	{"shaper_jobs_rejected_total", "counter", "Jobs refused because their key's queue was full (429).", func(p PolicyStatus) float64 { return float64(p.Rejected) }},
-	{"shaper_jobs_limited_total", "counter", "Submissions refused by the admission limit (429).", func(p PolicyStatus) float64 { return float64(p.Limited) }},
-	{"shaper_jobs_shadow_limited_total", "counter", "Submissions a shadow admission limit would have refused.", func(p PolicyStatus) float64 { return float64(p.Shadow) }},
-	{"shaper_limiter_errors_total", "counter", "Admission decisions the limiter backend failed.", func(p PolicyStatus) float64 { return float64(p.LimiterErrs) }},
-	{"shaper_jobs_unavailable_total", "counter", "Submissions answered 503 because JetStream failed.", func(p PolicyStatus) float64 { return float64(p.Unavailable) }},
-	{"shaper_jobs_delivered_total", "counter", "Jobs delivered downstream.", func(p PolicyStatus) float64 { return float64(p.Delivered) }},
-	{"shaper_delivery_failures_total", "counter", "Failed delivery attempts.", func(p PolicyStatus) float64 { return float64(p.Failed) }},
-	{"shaper_jobs_deferred_total", "counter", "Jobs kept in the deferred stream because their key's queue was full.", func(p PolicyStatus) float64 { return float64(p.Deferred) }},
-	{"shaper_jobs_readmitted_total", "counter", "Deferred jobs moved into their key's queue.", func(p PolicyStatus) float64 { return float64(p.Readmitted) }},
-	{"shaper_jobs_deferred", "gauge", "Jobs waiting in the deferred stream.", func(p PolicyStatus) float64 { return float64(p.DeferQueued) }},
-	{"shaper_jobs_dead", "gauge", "Jobs in the dead-letter stream.", func(p PolicyStatus) float64 { return float64(p.Dead) }},
-	{"shaper_draining", "gauge", "1 when this shaper holds the policy's drain lease.", func(p PolicyStatus) float64 {
-		if p.Draining {
-			return 1
+// newMetrics makes the meter provider: the Prometheus exporter over a
+// private registry, and readers (an OTLP exporter's, say).
+func newMetrics(res *resource.Resource, readers []sdkmetric.Reader) (*metrics, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exporter, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+		otelprom.WithoutScopeInfo(),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		res = resource.NewSchemaless(semconv.ServiceName("shaper"))
+	}
+	opts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(exporter)}
+	for _, r := range readers {
+		opts = append(opts, sdkmetric.WithReader(r))
+	}
+	m := &metrics{
+		provider: sdkmetric.NewMeterProvider(opts...),
+		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}),
+		policies: make(map[string]metric.MeasurementOption),
+	}
+	m.meter = m.provider.Meter(jobtrace.Scope)
+	histogram := func(name, desc string, buckets []float64) metric.Float64Histogram {
+		h, e := m.meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(buckets...))
+		err = errors.Join(err, e)
+		return h
+	}
+	m.queueTime = histogram("shaper.queue.duration", "Time a delivered job spent queued: delivered − enqueued (a deferred job's wait included).", queueBuckets)
+	m.lateness = histogram("shaper.drain.lateness", "How late a delivery attempt started after its slot: started − scheduled.", latenessBuckets)
+	m.delivery = histogram("shaper.delivery.duration", "Duration of one delivery attempt, by outcome (ok, failed).", deliveryBuckets)
+	return m, err
+}
+
+// policy returns the attribute set {policy=name} as a measurement option.
+func (m *metrics) policy(name string) metric.MeasurementOption {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	opt, ok := m.policies[name]
+	if !ok {
+		opt = metric.WithAttributeSet(attribute.NewSet(attribute.String("policy", name)))
+		m.policies[name] = opt
+	}
+	return opt
+}
+
+// gauge is one figure of a policy observed at collection.
+type gauge struct {
+	name, desc string
+	counter    bool
+	value      func(PolicyStatus) float64
+}
+
+// policyFigures are the figures of every policy, observed from its
+// PolicyStatus. Counters are exported with a _total suffix.
+var policyFigures = []gauge{
+	{"shaper.jobs.admitted", "Jobs accepted into a queue (202).", true, func(p PolicyStatus) float64 { return float64(p.Admitted) }},
+	{"shaper.jobs.duplicate", "Resubmissions answered from the duplicate window.", true, func(p PolicyStatus) float64 { return float64(p.Duplicates) }},
+	{"shaper.jobs.rejected", "Jobs refused because their key's queue was full (429).", true, func(p PolicyStatus) float64 { return float64(p.Rejected) }},
+	{"shaper.jobs.limited", "Submissions refused by the admission limit (429).", true, func(p PolicyStatus) float64 { return float64(p.Limited) }},
+	{"shaper.jobs.shadow_limited", "Submissions a shadow admission limit would have refused.", true, func(p PolicyStatus) float64 { return float64(p.Shadow) }},
+	{"shaper.limiter.errors", "Admission decisions the limiter backend failed.", true, func(p PolicyStatus) float64 { return float64(p.LimiterErrs) }},
+	{"shaper.jobs.unavailable", "Submissions answered 503 because JetStream failed.", true, func(p PolicyStatus) float64 { return float64(p.Unavailable) }},
+	{"shaper.jobs.delivered", "Jobs delivered downstream.", true, func(p PolicyStatus) float64 { return float64(p.Delivered) }},
+	{"shaper.delivery.failures", "Failed delivery attempts.", true, func(p PolicyStatus) float64 { return float64(p.Failed) }},
+	{"shaper.jobs.deferred", "Jobs kept in the deferred stream because their key's queue was full.", true, func(p PolicyStatus) float64 { return float64(p.Deferred) }},
+	{"shaper.retries", "Delivery attempts that retried a failed job: the retry budget's use.", true, func(p PolicyStatus) float64 { return float64(p.Retries) }},
+	{"shaper.retries.deferred", "Slots in which a due retry gave way to a fresh job because the key's retry budget was spent.", true, func(p PolicyStatus) float64 { return float64(p.RetriesHeld) }},
+	{"shaper.jobs.stepped_aside", "Failed jobs waiting for a retry while their key's fresh jobs go on.", false, func(p PolicyStatus) float64 { return float64(p.Aside) }},
+	{"shaper.retry.budget", "Share of a key's slots that retries may take (0: off, 1: unlimited).", false, func(p PolicyStatus) float64 { return p.Retry.Budget.Share() }},
+	{"shaper.jobs.readmitted", "Deferred jobs moved into their key's queue.", true, func(p PolicyStatus) float64 { return float64(p.Readmitted) }},
+	{"shaper.jobs.deferred_queued", "Jobs waiting in the deferred stream.", false, func(p PolicyStatus) float64 { return float64(p.DeferQueued) }},
+	{"shaper.jobs.dead", "Jobs in the dead-letter stream.", false, func(p PolicyStatus) float64 { return float64(p.Dead) }},
+	{"shaper.draining", "1 when this shaper holds the policy's drain lease.", false, func(p PolicyStatus) float64 { return bool01(p.Draining) }},
+	{"shaper.override", "1 when the policy is tuned live (differs from the policy file).", false, func(p PolicyStatus) float64 { return bool01(p.Override) }},
+	{"shaper.jobs.queued", "Jobs queued over all keys.", false, func(p PolicyStatus) float64 { return float64(p.Queued) }},
+	{"shaper.keys.active", "Keys with jobs queued.", false, func(p PolicyStatus) float64 { return float64(p.Keys) }},
+	{"shaper.deliveries.in_flight", "Deliveries in progress.", false, func(p PolicyStatus) float64 { return float64(p.InFlight) }},
+	{"shaper.outflow.per_second", "Configured outflow rate per key.", false, func(p PolicyStatus) float64 { return p.Outflow.PerSecond() }},
+	{"shaper.queue.size", "Configured queue size per key.", false, func(p PolicyStatus) float64 { return float64(p.Queue) }},
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// observe registers the callback that observes every policy's figures and
+// the NATS ingress's from s's memory at each collection.
+func (m *metrics) observe(s *Shaper) error {
+	var insts []metric.Observable
+	var errs []error
+	figures := make([]metric.Float64Observable, len(policyFigures))
+	for i, g := range policyFigures {
+		var err error
+		if g.counter {
+			figures[i], err = m.meter.Float64ObservableCounter(g.name, metric.WithDescription(g.desc))
+		} else {
+			figures[i], err = m.meter.Float64ObservableGauge(g.name, metric.WithDescription(g.desc))
 		}
-		return 0
-	}},
-	{"shaper_jobs_queued", "gauge", "Jobs queued over all keys.", func(p PolicyStatus) float64 { return float64(p.Queued) }},
-	{"shaper_keys_active", "gauge", "Keys with jobs queued.", func(p PolicyStatus) float64 { return float64(p.Keys) }},
-	{"shaper_deliveries_in_flight", "gauge", "Deliveries in progress.", func(p PolicyStatus) float64 { return float64(p.InFlight) }},
-	{"shaper_outflow_per_second", "gauge", "Configured outflow rate per key.", func(p PolicyStatus) float64 { return p.Outflow.PerSecond() }},
-	{"shaper_queue_size", "gauge", "Configured queue size per key.", func(p PolicyStatus) float64 { return float64(p.Queue) }},
+		errs = append(errs, err)
+		insts = append(insts, figures[i])
+	}
+	ingressGauge := func(name, desc string) metric.Int64ObservableGauge {
+		g, err := m.meter.Int64ObservableGauge(name, metric.WithDescription(desc))
+		errs = append(errs, err)
+		insts = append(insts, g)
+		return g
+	}
+	pending := ingressGauge("shaper.nats_ingress.pending", "NATS submissions sent to JetStream and not yet answered.")
+	blocking := ingressGauge("shaper.nats_ingress.blocking", "NATS submissions running on a goroutine of their own (admission limit, deferral).")
+	backlog := ingressGauge("shaper.nats_ingress.backlog", "NATS submissions received and not yet looked at.")
+	dropped, err := m.meter.Int64ObservableCounter("shaper.nats_ingress.dropped", metric.WithDescription("NATS submissions dropped unanswered because the backlog was full (the producer's request times out)."))
+	errs = append(errs, err)
+	insts = append(insts, dropped)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err = m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for _, p := range s.policies.status(ctx) {
+			opt := m.policy(p.Name)
+			for i, g := range policyFigures {
+				o.ObserveFloat64(figures[i], g.value(p), opt)
+			}
+		}
+		if in, ok := s.ingress.NATSStats(); ok {
+			o.ObserveInt64(pending, in.Pending)
+			o.ObserveInt64(blocking, in.Blocking)
+			o.ObserveInt64(backlog, in.Backlog)
+			o.ObserveInt64(dropped, in.Dropped)
+		}
+		return nil
+	}, insts...)
+	return err
 }
 
-// handleMetrics serves the policy figures in the Prometheus text format.
+// shutdownMetrics flushes and stops the metric readers (an OTLP exporter's
+// last export), bounded by the shutdown timeout.
+func (s *Shaper) shutdownMetrics() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.metrics.provider.Shutdown(ctx); err != nil {
+		s.log.Warn("metrics shutdown", "err", err)
+	}
+}
+
+// handleMetrics serves GET /metrics: the Prometheus text format.
 func (s *Shaper) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	st := s.policies.status(r.Context())
-	var b strings.Builder
-	family := func(name, kind, help string) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-	}
-	for _, m := range metrics {
-		family(m.name, m.kind, m.help)
-		for _, p := range st {
-			fmt.Fprintf(&b, "%s{policy=%q} %s\n", m.name, p.Name, strconv.FormatFloat(m.value(p), 'g', -1, 64))
-		}
-	}
-	if in, ok := s.ingress.NATSStats(); ok {
-		for _, m := range []struct {
-			name, kind, help string
-			value            int64
-		}{
-			{"shaper_nats_ingress_pending", "gauge", "NATS submissions sent to JetStream and not yet answered.", in.Pending},
-			{"shaper_nats_ingress_blocking", "gauge", "NATS submissions running on a goroutine of their own (admission limit, deferral).", in.Blocking},
-			{"shaper_nats_ingress_backlog", "gauge", "NATS submissions received and not yet looked at.", in.Backlog},
-			{"shaper_nats_ingress_dropped_total", "counter", "NATS submissions dropped unanswered because the backlog was full (the producer's request times out).", in.Dropped},
-		} {
-			family(m.name, m.kind, m.help)
-			fmt.Fprintf(&b, "%s %d\n", m.name, m.value)
-		}
-	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Write([]byte(b.String()))
+	s.metrics.handler.ServeHTTP(w, r)
 }

@@ -81,6 +81,7 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 		OnReadmit: func(id, key string, deferrals int) {
 			s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Queued, Deferrals: deferrals})
 		},
+		Observe: s.recorder.Observe(p.Name),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admit: %w", err)
@@ -89,15 +90,16 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 	if ns, ok := sink.(*drain.NATSSink); ok {
 		line.waiting = ns.Waiting
 	}
-	line.drain = drain.New(q, sink, paceOf(p), drain.Config{
+	line.drain = drain.New(q, s.observe(p.Name, sink), admission.Pace(p), drain.Config{
 		Workers:    s.cfg.Workers,
 		Logger:     s.log,
 		DeadLetter: s.dead.Func(p.Name, deadletter.FromQueue),
 		FailReason: drain.ReasonDelivery,
-		OnDeliver:  s.recordDelivery(p.Name),
+		OnDeliver:  s.onDeliver(p.Name, s.recordDelivery(p.Name)),
+		Resume:     s.failedAttempts,
 		Passive:    true, // until this shaper holds the policy's lease
 	})
-	line.deferDrain = drain.New(deferQ, gate.Readmitter(), paceOf(p), drain.Config{
+	line.deferDrain = drain.New(deferQ, gate.Readmitter(), admission.DeferPace(p), drain.Config{
 		Workers:     deferWorkers,
 		Logger:      s.log.With("path", "deferred"),
 		DeadLetter:  s.dead.Func(p.Name, deadletter.FromDeferred),
@@ -110,20 +112,6 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 	line.drain.Start(runCtx)
 	line.deferDrain.Start(runCtx)
 	return line, nil
-}
-
-// paceOf returns the pacing of p's drainers.
-func paceOf(p policies.Policy) drain.Pace {
-	return drain.Pace{
-		Interval: p.Outflow.Interval(),
-		Total:    p.Total.Interval(),
-		Retry: drain.Retry{
-			Attempts:   p.Retry.Attempts,
-			Backoff:    p.Retry.Backoff,
-			MaxBackoff: p.Retry.MaxBackoff,
-			Deadline:   p.Retry.Deadline,
-		},
-	}
 }
 
 // setActive starts (true) or stops (false) the pipeline's deliveries and
@@ -197,6 +185,18 @@ func (s *Shaper) recordDelivery(policy string) func(drain.Event) {
 			s.jobs.Put(jobs.Record{ID: e.ID, Policy: policy, Key: e.Key, Status: jobs.Queued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()})
 		}
 	}
+}
+
+// failedAttempts says how many failed delivery attempts the job records
+// count for m (drain.Config.Resume): a job failing when its shaper stopped
+// resumes with its attempts, so Shaper-Attempt and the retry bounds count
+// across restarts and take-overs.
+func (s *Shaper) failedAttempts(ctx context.Context, m *queue.Msg) int {
+	rec, err := s.jobs.Get(ctx, m.ID)
+	if err != nil || rec.Status != jobs.Queued {
+		return 0 // no record (never failed), or one that says nothing of attempts
+	}
+	return rec.Attempts
 }
 
 // notAttempted says whether err is a sink's pause without an attempt.

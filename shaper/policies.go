@@ -34,12 +34,20 @@ type table struct {
 	file  *policies.Set        // as the policy file says (replaced by a reload)
 	lines map[string]*pipeline // one per policy served; the live version is its gate's
 
-	// deadCount returns how many dead letters a policy has; set with the routes.
-	deadCount func(ctx context.Context, policy string) uint64
+	// deadCount returns how many dead letters a policy has, from memory;
+	// set once the dead letters are open (setDeadCount).
+	deadCount func(policy string) uint64
 }
 
 func newTable(file *policies.Set) *table {
 	return &table{file: file, lines: make(map[string]*pipeline)}
+}
+
+// setDeadCount makes count the source of each policy's dead letters count.
+func (t *table) setDeadCount(count func(policy string) uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deadCount = count
 }
 
 // add makes line the pipeline of policy name.
@@ -178,8 +186,8 @@ func (t *table) apply(ctx context.Context, p policies.Policy, override bool, log
 		return err
 	}
 	line.override.Store(override)
-	line.drain.SetPace(paceOf(p))
-	line.deferDrain.SetPace(paceOf(p))
+	line.drain.SetPace(admission.Pace(p))
+	line.deferDrain.SetPace(admission.DeferPace(p))
 	if !reflect.DeepEqual(*old, p) {
 		log.Info("policy changed", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue,
 			"overflow", p.Overflow, "total", p.Total.String(), "override", override)

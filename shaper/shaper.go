@@ -2,7 +2,6 @@ package shaper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,13 +15,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/internal/ingress"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
+	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
+	"github.com/shaper-dev/shaper/shaper/internal/recording"
 	"github.com/shaper-dev/shaper/shaper/internal/ui"
 )
 
@@ -40,10 +41,13 @@ type Shaper struct {
 
 	policies *table
 	ingress  *ingress.Ingress
+	metrics  *metrics
+	tracer   trace.Tracer // nil unless Config.TracerProvider
 	jobs     *jobs.Store
 	dead     *deadletter.Store
 	cluster  *cluster.Cluster
-	series   *ui.Series // the operator page's figures over the last minutes
+	series   *ui.Series          // the operator page's figures over the last minutes
+	recorder *recording.Recorder // shaper record's requests
 
 	srv      *server.Server        // embedded JetStream, nil with an external one
 	nc       *nats.Conn            // nil until Run connects
@@ -60,6 +64,10 @@ type Shaper struct {
 	started    time.Time
 	background sync.WaitGroup // leases, membership, overrides, sweeps
 }
+
+// deadCountInterval is how often the dead letters' counts are read again
+// from JetStream (for the dead letters other shapers make, replay or purge).
+const deadCountInterval = 5 * time.Second
 
 // New checks cfg and returns a Shaper ready to Run. It does no I/O.
 func New(cfg Config) (*Shaper, error) {
@@ -84,13 +92,30 @@ func New(cfg Config) (*Shaper, error) {
 	}
 	s.handler = &handler{s: s}
 	s.series = ui.New(s.policies, ui.Config{})
-	s.ingress = ingress.New(ingress.Config{
-		Gate:    s.policies.gate,
-		Serving: s.serving.Load,
-		Subject: cfg.SubmitSubject,
-		Timeout: cfg.Timeout,
-		Logger:  cfg.Logger,
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer(jobtrace.Scope)
+	}
+	if s.metrics, err = newMetrics(cfg.Resource, cfg.MetricReaders); err != nil {
+		return nil, fmt.Errorf("shaper: metrics: %w", err)
+	}
+	s.recorder = recording.New(recording.Config{
+		Instance: cfg.InstanceID,
+		Known:    func(name string) bool { return s.policies.line(name) != nil },
+		Logger:   cfg.Logger,
 	})
+	s.ingress = ingress.New(ingress.Config{
+		Gate:     s.policies.gate,
+		Policies: s.policies.names,
+		Serving:  s.serving.Load,
+		Subject:  cfg.SubmitSubject,
+		Timeout:  cfg.Timeout,
+		Logger:   cfg.Logger,
+		Tracer:   s.tracer,
+		Meter:    s.metrics.meter,
+	})
+	if err := s.metrics.observe(s); err != nil {
+		return nil, fmt.Errorf("shaper: metrics: %w", err)
+	}
 	return s, nil
 }
 
@@ -133,7 +158,24 @@ func (s *Shaper) Depths(ctx context.Context, policy string) map[string]uint64 {
 // leaves queued jobs in JetStream. It returns an error when it cannot start.
 func (s *Shaper) Run(ctx context.Context) error {
 	s.started = time.Now()
-	// Take the HTTP address first: a taken port must not cost a start-up
+	defer s.shutdownMetrics()
+	// One shaper per embedded store: a second would deliver every job again.
+	// The lock comes first, so that a second shaper on the same data
+	// directory names the holder even when it was also given its ports.
+	var (
+		lock *os.File
+		me   holder
+	)
+	if s.cfg.NATSURL == "" {
+		host, _ := os.Hostname()
+		me = holder{PID: os.Getpid(), Host: host, HTTP: s.cfg.HTTPAddr, NATS: s.cfg.NATSListen, Started: s.started}
+		var err error
+		if lock, err = lockDataDir(s.cfg.DataDir, me); err != nil {
+			return err
+		}
+		defer lock.Close()
+	}
+	// Take the HTTP address next: a taken port must not cost a start-up
 	// that drains a moment and then gives up.
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
@@ -153,19 +195,11 @@ func (s *Shaper) Run(ctx context.Context) error {
 	go func() { httpDone <- hs.Serve(ln) }()
 	defer hs.Close()
 	s.starting.at("connecting to NATS")
-	if s.cfg.NATSURL == "" {
-		// One shaper per embedded store: a second would deliver every job again.
-		host, _ := os.Hostname()
-		me := holder{PID: os.Getpid(), Host: host, HTTP: ln.Addr().String(), NATS: s.cfg.NATSListen, Started: s.started}
-		lock, err := lockDataDir(s.cfg.DataDir, me)
-		if err != nil {
-			return err
-		}
-		defer lock.Close()
+	if lock != nil {
 		if err := s.connect(); err != nil {
 			return err
 		}
-		me.NATS = s.srv.ClientURL()
+		me.HTTP, me.NATS = ln.Addr().String(), s.srv.ClientURL()
 		writeHolder(lock, me)
 	} else if err := s.connect(); err != nil {
 		return err
@@ -199,6 +233,10 @@ func (s *Shaper) Run(ctx context.Context) error {
 	if err := s.ingress.Subscribe(s.nc); err != nil {
 		return abort(fmt.Errorf("shaper: nats ingress: %w", err))
 	}
+	if err := s.recorder.Subscribe(s.nc); err != nil {
+		return abort(fmt.Errorf("shaper: recording: %w", err))
+	}
+	s.background.Go(func() { s.recorder.Run(runCtx) })
 	s.serving.Store(true)
 	close(s.ready)
 	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.policies.names()),
@@ -251,125 +289,4 @@ serving:
 	wg.Wait()
 	s.log.Info("shaper stopped")
 	return runErr
-}
-
-// open opens the job records, the cluster's buckets, every policy's
-// pipeline and dead letters, applies the stored overrides and starts the
-// leases; on an error the caller stops what was started (Run's abort).
-func (s *Shaper) open(runCtx context.Context) error {
-	// Creating or binding the stores retries until the start-up deadline;
-	// what runs afterwards lives with runCtx.
-	ctx, cancel := context.WithTimeoutCause(runCtx, s.cfg.StartTimeout, errors.New("the start-up deadline passed"))
-	defer cancel()
-	err := s.retry(ctx, "opening the job records", func(ctx context.Context) (err error) {
-		s.jobs, err = jobs.Open(ctx, s.js, s.cfg.JobTTL, s.cfg.Replicas, s.log)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("shaper: %w", err)
-	}
-	err = s.retry(ctx, "opening the leases and overrides", func(ctx context.Context) (err error) {
-		s.cluster, err = cluster.Open(ctx, s.js, cluster.Config{
-			Instance: s.cfg.InstanceID,
-			LeaseTTL: s.cfg.LeaseTTL,
-			Replicas: s.cfg.Replicas,
-			Logger:   s.log,
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("shaper: %w", err)
-	}
-	err = s.retry(ctx, "claiming the instance id", func(ctx context.Context) error { return s.cluster.Claim(ctx, s.HTTPAddr()) })
-	if err != nil {
-		if errors.Is(err, cluster.ErrInstanceInUse) {
-			return &ConfigError{Field: "InstanceID", Err: err}
-		}
-		return fmt.Errorf("shaper: claim instance id: %w", err)
-	}
-	s.dead = deadletter.New(s.js, deadletter.Config{
-		Replicas:   s.cfg.Replicas,
-		MaxPayload: s.cfg.MaxPayload,
-		Logger:     s.log,
-		Jobs:       s.jobs,
-		Policies:   s.policies.names,
-		Replay:     s.ingress.Submit,
-	})
-	s.policies.deadCount = s.dead.Count
-	var firsts []<-chan struct{}
-	for _, p := range s.cfg.Policies.Policies() {
-		first, err := s.serve(runCtx, ctx, p)
-		if err != nil {
-			return err
-		}
-		firsts = append(firsts, first)
-	}
-	var follow func()
-	err = s.retry(ctx, "watching the policy overrides", func(context.Context) (err error) {
-		follow, err = s.cluster.WatchOverrides(runCtx, func(name string, p *policies.Policy) {
-			if err := s.policies.override(runCtx, name, p, s.log); err != nil {
-				s.log.Error("policy override not applied", "policy", name, "err", err)
-			}
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("shaper: %w", err)
-	}
-	s.starting.at("taking the drain leases")
-	s.background.Go(follow)
-	s.background.Go(func() { s.cluster.KeepMembership(runCtx) })
-	s.background.Go(func() { s.policies.sweep(runCtx) })
-	s.background.Go(func() { s.series.Run(runCtx) })
-	// A lone shaper drains from the moment it is ready.
-	for _, first := range firsts {
-		<-first
-	}
-	return nil
-}
-
-// serve opens p's pipeline (retrying until openCtx ends), adds it to the
-// policy table and starts holding its drain lease (until runCtx ends or the
-// policy is removed). The returned channel is closed once the first
-// attempt at the lease is over.
-func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-chan struct{}, error) {
-	var line *pipeline
-	err := s.retry(openCtx, "opening the streams of policy "+p.Name, func(ctx context.Context) (err error) {
-		line, err = s.openPipeline(runCtx, ctx, p)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
-	}
-	lctx, cancel := context.WithCancel(runCtx)
-	line.stopLease = cancel
-	s.policies.add(p.Name, line)
-	first := make(chan struct{})
-	s.background.Go(func() {
-		s.cluster.HoldLease(lctx, p.Name, line.setActive, func() { close(first) })
-	})
-	return first, nil
-}
-
-// reportShutdown logs every 2 s what a graceful shutdown still waits for,
-// until the returned function is called.
-func (s *Shaper) reportShutdown() (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(2 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			args := []any{"deliveries", s.policies.inFlight()}
-			if in, ok := s.ingress.NATSStats(); ok {
-				args = append(args, "nats_submissions", in.Pending+in.Blocking)
-			}
-			s.log.Info("shutting down: still waiting", args...)
-		}
-	}()
-	return func() { close(done) }
 }

@@ -1,14 +1,12 @@
 package shaper_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -21,114 +19,6 @@ import (
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper"
 )
-
-// running is a Shaper serving in the background of a test, with a client
-// connection to its embedded JetStream when it has one.
-type running struct {
-	*testenv.Running
-	base string // http://host:port
-	nc   *nats.Conn
-}
-
-func start(t testing.TB, yaml string, edit ...func(*shaper.Config)) *running {
-	t.Helper()
-	cfg := shaper.Config{Policies: testenv.Policies(t, yaml)}
-	for _, e := range edit {
-		e(&cfg)
-	}
-	return wrap(t, testenv.Shaper(t, cfg))
-}
-
-func wrap(t testing.TB, s *testenv.Running) *running {
-	t.Helper()
-	r := &running{Running: s, base: "http://" + s.HTTPAddr()}
-	if s.NATSURL() != "" {
-		var err error
-		if r.nc, err = nats.Connect(s.NATSURL()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.nc.Close)
-	}
-	return r
-}
-
-type answer struct {
-	code   int
-	header http.Header
-	body   map[string]any
-}
-
-func (r *running) post(t *testing.T, policy, key string, payload []byte, hdr ...string) answer {
-	t.Helper()
-	req, err := http.NewRequest("POST", r.base+"/v1/jobs/"+url.PathEscape(policy)+"/"+url.PathEscape(key), bytes.NewReader(payload))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	a := answer{code: resp.StatusCode, header: resp.Header}
-	if err := json.Unmarshal(b, &a.body); err != nil {
-		t.Fatalf("POST %s/%s: %d with body %q: %v", policy, key, resp.StatusCode, b, err)
-	}
-	return a
-}
-
-// collect subscribes to subject and returns the messages received so far on each call.
-func collect(t *testing.T, nc *nats.Conn, subject string) func(n int, timeout time.Duration) []*nats.Msg {
-	t.Helper()
-	var (
-		mu  sync.Mutex
-		got []*nats.Msg
-		at  []time.Time
-	)
-	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
-		mu.Lock()
-		got = append(got, m)
-		at = append(at, time.Now())
-		mu.Unlock()
-		if m.Reply != "" {
-			m.Respond(nil) // a confirmed delivery: taken
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc.Flush()
-	t.Cleanup(func() { sub.Unsubscribe() })
-	return func(n int, timeout time.Duration) []*nats.Msg {
-		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			mu.Lock()
-			if len(got) >= n {
-				out := append([]*nats.Msg(nil), got...)
-				for i := range out {
-					out[i].Header.Set("X-Test-Received", at[i].Format(time.RFC3339Nano))
-				}
-				mu.Unlock()
-				return out
-			}
-			have := len(got)
-			mu.Unlock()
-			if time.Now().After(deadline) {
-				t.Fatalf("%d messages on %s after %v, want %d", have, subject, timeout, n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-}
-
-func received(m *nats.Msg) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, m.Header.Get("X-Test-Received"))
-	return t
-}
 
 const burstPolicy = `
 policies:
@@ -436,7 +326,7 @@ func TestPoliciesEndpoint(t *testing.T) {
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, line := range []string{`shaper_jobs_admitted_total{policy="burst"} 1`, `shaper_jobs_dead{policy="burst"} 0`,
-		`shaper_draining{policy="burst"} 1`, `shaper_jobs_deferred{policy="burst"} 0`,
+		`shaper_draining{policy="burst"} 1`, `shaper_jobs_deferred_queued{policy="burst"} 0`,
 		`shaper_nats_ingress_pending 0`, `shaper_nats_ingress_dropped_total 0`} {
 		if !strings.Contains(string(metrics), line+"\n") {
 			t.Errorf("/metrics lacks %q:\n%s", line, metrics)
@@ -446,66 +336,6 @@ func TestPoliciesEndpoint(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 404 {
 		t.Errorf("GET /v1/policies/nope = %d, want 404", resp.StatusCode)
-	}
-}
-
-// A job admitted straight into its queue has no record: GET /v1/jobs/{id}
-// finds it in its queue by the id, and after delivery by its record.
-func TestJobStatusWithoutRecord(t *testing.T) {
-	r := start(t, `
-policies:
-  - name: slow
-    outflow: 4/s
-    queue: 10
-    overflow: reject
-`)
-	wait := collect(t, r.nc, "shaper.out.slow.>")
-	get := func(id string) (int, map[string]any) {
-		t.Helper()
-		resp, err := http.Get(r.base + "/v1/jobs/" + url.PathEscape(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
-	}
-	var ids []string
-	for i := range 4 {
-		a := r.post(t, "slow", "k", []byte(fmt.Sprint(i)))
-		if a.code != http.StatusAccepted {
-			t.Fatalf("POST #%d = %d %v", i, a.code, a.body)
-		}
-		ids = append(ids, a.body["id"].(string))
-	}
-	// The last job waits about 750 ms behind the others.
-	if code, body := get(ids[3]); code != http.StatusOK || body["status"] != "queued" || body["key"] != "k" || body["policy"] != "slow" {
-		t.Errorf("GET /v1/jobs/%s right after 202 = %d %v, want 200 queued, key k, policy slow", ids[3], code, body)
-	}
-	got := wait(4, 10*time.Second)
-	for i, m := range got {
-		if m.Header.Get(queue.HeaderJobID) != ids[i] {
-			t.Errorf("delivery %d has id %q, want %q", i, m.Header.Get(queue.HeaderJobID), ids[i])
-		}
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		code, body := get(ids[3])
-		if code == http.StatusOK && body["status"] == "delivered" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /v1/jobs/%s after delivery = %d %v, want delivered", ids[3], code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// An id of the same form that names no stored job, and hostile ids.
-	epoch, _, _ := strings.Cut(ids[3], "-")
-	for _, id := range []string{epoch + "-zz", epoch + "-0", epoch + "-", "-1", "nosuchjob", "a.b", "*", strings.Repeat("x", 10000)} {
-		if code, body := get(id); code != http.StatusNotFound {
-			t.Errorf("GET /v1/jobs/%.40q = %d %v, want 404", id, code, body)
-		}
 	}
 }
 

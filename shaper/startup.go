@@ -18,10 +18,15 @@ import (
 // bind its streams and buckets at start.
 const DefaultStartTimeout = 2 * time.Minute
 
-// Start-up retries: the first pause, the longest, and the bound of one try.
+// Start-up retries: the first pause, the longest, and the bounds of the
+// first try and of any. A try's bound doubles from the first: creating a
+// store that another shaper creates at the same moment can hang without an
+// answer, and is then found made by the next try, so the first gives up
+// early; a slow cluster gets longer tries.
 const (
 	startBackoff    = 250 * time.Millisecond
 	startMaxBackoff = 5 * time.Second
+	startFirstTry   = 2 * time.Second
 	startTry        = 10 * time.Second
 )
 
@@ -44,9 +49,9 @@ func (st *startup) String() string {
 // until the request's deadline, and the retry finds it made.
 func (s *Shaper) retry(ctx context.Context, what string, open func(context.Context) error) error {
 	s.starting.at(what)
-	wait := startBackoff
+	wait, bound := startBackoff, startFirstTry
 	for attempt := 1; ; attempt++ {
-		tctx, cancel := context.WithTimeout(ctx, startTry)
+		tctx, cancel := context.WithTimeout(ctx, bound)
 		err := open(tctx)
 		cancel()
 		if err == nil {
@@ -64,7 +69,7 @@ func (s *Shaper) retry(ctx context.Context, what string, open func(context.Conte
 			return fmt.Errorf("%w (gave up after %d attempts: %v)", err, attempt, context.Cause(ctx))
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, startMaxBackoff)
+		wait, bound = min(2*wait, startMaxBackoff), min(2*bound, startTry)
 	}
 }
 

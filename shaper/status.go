@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shaper-dev/shaper/policies"
@@ -18,24 +20,27 @@ import (
 // PolicyStatus is a policy with its live figures, as GET /v1/policies shows it.
 type PolicyStatus struct {
 	policies.Policy
-	Keys        int    `json:"keys"`            // keys with jobs queued
-	Queued      int64  `json:"queued"`          // jobs queued over all keys
-	Admitted    uint64 `json:"admitted"`        // jobs accepted (202) since start
-	Duplicates  uint64 `json:"duplicates"`      // resubmissions answered from the duplicate window
-	Rejected    uint64 `json:"rejected"`        // jobs refused with 429 since start
-	Unavailable uint64 `json:"unavailable"`     // submissions answered 503
-	Limited     uint64 `json:"limited"`         // submissions refused by the admission limit
-	Shadow      uint64 `json:"shadow_limited"`  // submissions a shadow admission limit would have refused
-	LimiterErrs uint64 `json:"limiter_errors"`  // admission decisions the limiter backend failed
-	Deferred    uint64 `json:"deferred"`        // jobs deferred (429 deferred) since start
-	DeferQueued int64  `json:"deferred_queued"` // deferred jobs waiting for re-admission
-	Readmitted  uint64 `json:"readmitted"`      // deferred jobs put back into their queue since start
-	Dead        uint64 `json:"dead"`            // dead letters kept for the policy
-	Delivered   uint64 `json:"delivered"`       // jobs delivered since start
-	Failed      uint64 `json:"failed"`          // failed delivery attempts since start
-	Override    bool   `json:"override"`        // tuned live: differs from the policy file
-	Draining    bool   `json:"draining"`        // this shaper holds the policy's drain lease
-	InFlight    int    `json:"in_flight"`       // deliveries in progress
+	Keys        int    `json:"keys"`             // keys with jobs queued
+	Queued      int64  `json:"queued"`           // jobs queued over all keys
+	Admitted    uint64 `json:"admitted"`         // jobs accepted (202) since start
+	Duplicates  uint64 `json:"duplicates"`       // resubmissions answered from the duplicate window
+	Rejected    uint64 `json:"rejected"`         // jobs refused with 429 since start
+	Unavailable uint64 `json:"unavailable"`      // submissions answered 503
+	Limited     uint64 `json:"limited"`          // submissions refused by the admission limit
+	Shadow      uint64 `json:"shadow_limited"`   // submissions a shadow admission limit would have refused
+	LimiterErrs uint64 `json:"limiter_errors"`   // admission decisions the limiter backend failed
+	Deferred    uint64 `json:"deferred"`         // jobs deferred (429 deferred) since start
+	DeferQueued int64  `json:"deferred_queued"`  // deferred jobs waiting for re-admission
+	Readmitted  uint64 `json:"readmitted"`       // deferred jobs put back into their queue since start
+	Dead        uint64 `json:"dead"`             // dead letters kept for the policy
+	Delivered   uint64 `json:"delivered"`        // jobs delivered since start
+	Failed      uint64 `json:"failed"`           // failed delivery attempts since start
+	Retries     uint64 `json:"retries"`          // attempts that retried a failed job (the retry budget's use)
+	RetriesHeld uint64 `json:"retries_deferred"` // slots in which a due retry gave way to a fresh job (budget spent)
+	Aside       int    `json:"stepped_aside"`    // failed jobs waiting for a retry while their key's fresh jobs go on
+	Override    bool   `json:"override"`         // tuned live: differs from the policy file
+	Draining    bool   `json:"draining"`         // this shaper holds the policy's drain lease
+	InFlight    int    `json:"in_flight"`        // deliveries in progress
 }
 
 // status returns every policy with its live figures, sorted by name.
@@ -73,12 +78,18 @@ func (t *table) policyStatus(ctx context.Context, name string) (PolicyStatus, bo
 		Readmitted:  c.Readmitted,
 		Delivered:   ds.Delivered,
 		Failed:      ds.Failed,
+		Retries:     ds.Retries,
+		RetriesHeld: ds.RetriesDeferred,
+		Aside:       ds.SteppedAside,
 		Override:    line.override.Load(),
 		Draining:    line.drain.Active(),
 		InFlight:    ds.InFlight,
 	}
-	if t.deadCount != nil {
-		st.Dead = t.deadCount(ctx, name)
+	t.mu.RLock()
+	deadCount := t.deadCount
+	t.mu.RUnlock()
+	if deadCount != nil {
+		st.Dead = deadCount(name)
 	}
 	return st, true
 }
@@ -105,7 +116,7 @@ func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Gua
 		name := r.PathValue("name")
 		file, ok := t.fileVersion(name)
 		if !ok || t.line(name) == nil {
-			httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(name))
+			httpapi.Error(w, http.StatusNotFound, httpapi.UnknownPolicy(name, t.names()))
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -125,7 +136,7 @@ func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Gua
 func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, name string) {
 	st, ok := t.policyStatus(r.Context(), name)
 	if !ok {
-		httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(name))
+		httpapi.Error(w, http.StatusNotFound, httpapi.UnknownPolicy(name, t.names()))
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, st)
@@ -138,7 +149,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 	name := r.PathValue("name")
 	line := t.line(name)
 	if line == nil {
-		httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(name))
+		httpapi.Error(w, http.StatusNotFound, httpapi.UnknownPolicy(name, t.names()))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
@@ -150,7 +161,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		httpapi.Error(w, http.StatusBadRequest, "policy "+httpapi.Quote(name)+": "+err.Error())
+		httpapi.Error(w, http.StatusBadRequest, inPolicy(name, err))
 		return
 	}
 	if p.Name != name {
@@ -159,7 +170,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 	}
 	p.Line = 0
 	if p, err = t.normalize(p); err != nil {
-		httpapi.Error(w, http.StatusBadRequest, "policy "+httpapi.Quote(name)+": "+err.Error())
+		httpapi.Error(w, http.StatusBadRequest, inPolicy(name, err))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -174,6 +185,15 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 		return
 	}
 	t.writeStatus(w, r, name)
+}
+
+// inPolicy words err about policy name, naming the policy once.
+func inPolicy(name string, err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "policy "+strconv.Quote(name)) {
+		return msg // the policy's validation names it already
+	}
+	return "policy " + httpapi.Quote(name) + ": " + msg
 }
 
 // DeadLetter is one dead-lettered job as GET /v1/dead shows it.

@@ -1,8 +1,6 @@
 package shaper_test
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,16 +18,8 @@ func (r *running) put(t *testing.T, path, body string) (int, map[string]any) {
 
 func (r *running) do(t *testing.T, method, path, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, r.base+path, strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	return resp.StatusCode, m
+	code, _, m := r.answer(t, method, path, body)
+	return code, m
 }
 
 const tunePolicy = `

@@ -1,5 +1,5 @@
 // Command producer drives a shaper with load and measures the smoothed
-// traffic it delivers. It has two subcommands.
+// traffic it delivers. It has three subcommands.
 //
 // # send
 //
@@ -17,6 +17,25 @@
 //	producer send --policy orders --keys 10 --jobs 5000 --concurrency 32
 //	producer send --policy orders --key 'tenant a' --key ü --rate 200/s --duration 30s
 //	producer send --nats-url nats://127.0.0.1:4222 --policy orders --jobs 1000 --idempotency --json
+//
+// With --trace FILE it submits the jobs of a trace instead (see trace, and
+// shaper record), each at its time from the start (--speed 2 runs the
+// trace's clock twice as fast), with its key and payload size, and also
+// reports how late the submissions started after their times:
+//
+//	producer send --policy orders --trace trace.csv --concurrency 64
+//
+// # trace
+//
+// trace writes a made-up trace (CSV: at,key,size,outcome; the format is
+// package traffic's): --duration of Poisson (or, with --even, evenly
+// spaced) arrivals at --rate over --keys keys, uniform or heavy-tailed
+// (--zipf S), with optional bursts (--burst-every, --burst-for,
+// --burst-rate) and a diurnal ramp (--diurnal-period, --diurnal-amplitude).
+// The same flags and --seed make the same trace:
+//
+//	producer trace --duration 1h --rate 1000/s --keys 10000 --out hour.csv
+//	producer trace --duration 60s --rate 50/s --keys 20 --burst-every 10s --burst-for 2s --burst-rate 400/s
 //
 // # sink
 //

@@ -6,9 +6,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/shaper-dev/shaper/internal/cmdline"
 )
 
 func main() {
@@ -16,15 +19,28 @@ func main() {
 	err := run(ctx, os.Args)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "producer:", err)
-		os.Exit(1)
+		if msg := err.Error(); msg != "" {
+			if !strings.HasPrefix(msg, "producer") {
+				msg = "producer: " + msg
+			}
+			fmt.Fprintln(os.Stderr, msg)
+		}
+		os.Exit(cmdline.ExitCode(err))
 	}
 }
 
 // run runs the producer CLI with args (args[0] is the program name) until
 // its command finishes or ctx ends.
 func run(ctx context.Context, args []string) error {
-	return newApp(os.Stdout, os.Stderr).RunContext(ctx, args)
+	return runWith(ctx, os.Stdout, os.Stderr, args)
+}
+
+// runWith runs the CLI writing results to stdout and progress to stderr;
+// flags may follow positional arguments.
+func runWith(ctx context.Context, stdout, stderr io.Writer, args []string) error {
+	app := newApp(stdout, stderr)
+	cmdline.Strict(app)
+	return app.RunContext(ctx, cmdline.FlagsFirst(app, args))
 }
 
 // newApp builds the CLI writing results to stdout and progress to stderr.
@@ -35,6 +51,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			sendCommand(),
 			sinkCommand(),
+			traceCommand(),
 		},
 		Writer:                    stdout,
 		ErrWriter:                 stderr,
@@ -65,15 +82,5 @@ func showProgress(w io.Writer, forced bool) bool {
 	if forced {
 		return true
 	}
-	return isTerminal(w)
-}
-
-// isTerminal reports whether w is a character device such as a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return cmdline.IsTerminal(w)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
@@ -29,7 +30,8 @@ func sendCommand() *cli.Command {
 		Usage: "submit a bounded burst of jobs to a shaper and report outcomes and latency",
 		Description: "Submits --jobs jobs (or as many as fit in --duration) for --policy, spread round-robin\n" +
 			"over --keys keys, by HTTP POST /v1/jobs/{policy}/{key} or, with --nats-url, by NATS\n" +
-			"request to shaper.submit.<policy>.<key>. Prints a summary on stdout when done.",
+			"request to shaper.submit.<policy>.<key>; with --trace, the jobs of a trace at their times.\n" +
+			"Prints a summary on stdout when done.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "http", Value: "http://127.0.0.1:8080", Usage: "shaper HTTP base `URL`", EnvVars: envVar("http")},
 			&cli.StringFlag{Name: "nats-url", Usage: "submit by NATS request via this server `URL` instead of HTTP", EnvVars: envVar("nats-url")},
@@ -44,13 +46,15 @@ func sendCommand() *cli.Command {
 			&cli.DurationFlag{Name: "duration", Usage: "stop submitting after `D` (0 = no cap)", EnvVars: envVar("duration")},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up on a request after `D`", EnvVars: envVar("timeout")},
 			&cli.BoolFlag{Name: "idempotency", Usage: "send an Idempotency-Key header with every job", EnvVars: envVar("idempotency")},
+			&cli.StringFlag{Name: "trace", Usage: "submit the jobs of trace `FILE` (see producer trace, shaper record) at their times, with their keys and sizes; replaces --jobs, --keys, --rate and --size", EnvVars: envVar("trace")},
+			&cli.Float64Flag{Name: "speed", Value: 1, Usage: "with --trace, run its clock `X` times faster", EnvVars: envVar("speed")},
 			&cli.BoolFlag{Name: "progress", Usage: "print progress on stderr every second even when it is not a terminal", EnvVars: envVar("progress")},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON", EnvVars: envVar("json")},
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := sendConfigFrom(c)
 			if err != nil {
-				return err
+				return cli.Exit("producer send: "+err.Error(), cmdline.ExitUsage)
 			}
 			return runSend(c.Context, cfg, c.App.Writer, c.App.ErrWriter)
 		},
@@ -72,6 +76,9 @@ type sendConfig struct {
 	idempotency bool
 	progress    bool
 	json        bool
+	trace       string  // --trace: submit this trace's jobs at their times
+	speed       float64 // --speed: the trace's clock runs this much faster
+	traceKeys   int     // the keys the trace used, once sent
 }
 
 func sendConfigFrom(c *cli.Context) (sendConfig, error) {
@@ -88,24 +95,28 @@ func sendConfigFrom(c *cli.Context) (sendConfig, error) {
 		idempotency: c.Bool("idempotency"),
 		progress:    c.Bool("progress"),
 		json:        c.Bool("json"),
+		trace:       c.String("trace"),
+		speed:       c.Float64("speed"),
 	}
 	switch {
 	case cfg.natsURL != "" && c.IsSet("http"):
 		return cfg, errors.New("send: use --http or --nats-url, not both")
 	case cfg.policy == "":
 		return cfg, errors.New("send: --policy is empty")
-	case cfg.jobs < 0:
-		return cfg, fmt.Errorf("send: --jobs %d is negative", cfg.jobs)
-	case cfg.jobs == 0 && cfg.duration <= 0:
-		return cfg, errors.New("send: --jobs 0 needs a --duration, or the run would never end")
 	case cfg.duration < 0:
 		return cfg, fmt.Errorf("send: --duration %s is negative", cfg.duration)
 	case cfg.concurrency < 1:
 		return cfg, fmt.Errorf("send: --concurrency %d must be at least 1", cfg.concurrency)
-	case cfg.size < 0:
-		return cfg, fmt.Errorf("send: --size %d is negative", cfg.size)
 	case cfg.timeout <= 0:
 		return cfg, fmt.Errorf("send: --timeout %s must be positive", cfg.timeout)
+	case cfg.trace != "":
+		return traceConfig(c, cfg)
+	case cfg.jobs < 0:
+		return cfg, fmt.Errorf("send: --jobs %d is negative", cfg.jobs)
+	case cfg.jobs == 0 && cfg.duration <= 0:
+		return cfg, errors.New("send: --jobs 0 needs a --duration, or the run would never end")
+	case cfg.size < 0:
+		return cfg, fmt.Errorf("send: --size %d is negative", cfg.size)
 	}
 	if len(cfg.keys) == 0 {
 		n := c.Int("keys")
@@ -134,133 +145,44 @@ func sendConfigFrom(c *cli.Context) (sendConfig, error) {
 // 0 for "" or "0", otherwise the interval of policies.ParseRate, where a bare
 // number means per second.
 func parseInterval(s string) (time.Duration, error) {
+	r, err := parseRate(s)
+	return r.Interval(), err
+}
+
+// parseRate parses a rate flag: the zero Rate for "" or "0", otherwise
+// policies.ParseRate, where a bare number means per second.
+func parseRate(s string) (policies.Rate, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "0" {
-		return 0, nil
+		return policies.Rate{}, nil
 	}
-	if !strings.Contains(s, "/") {
-		s += "/s"
+	if strings.Contains(s, "/") {
+		return policies.ParseRate(s)
 	}
-	r, err := policies.ParseRate(s)
+	r, err := policies.ParseRate(s + "/s")
 	if err != nil {
-		return 0, err
+		return r, fmt.Errorf("%q is not a rate: want a number of jobs a second, or N/s, N/m, N/h", s)
 	}
-	return r.Interval(), nil
-}
-
-// outcome classifies the answer to one submission.
-type outcome int
-
-const (
-	outQueued    outcome = iota // 202, or NATS status "queued"
-	outRejected                 // 429 without deferral, or NATS "rejected"
-	outDeferred                 // 429 with deferred: true, or NATS "deferred"
-	outClient                   // any other 4xx
-	outServer                   // 5xx
-	outError                    // NATS status "error"
-	outOther                    // an unexpected status (1xx, 2xx other than 202, 3xx, unknown NATS status)
-	outTransport                // no answer: connection, timeout, no responders
-	numOutcomes
-)
-
-var outcomeNames = [numOutcomes]string{"queued", "rejected", "deferred", "4xx", "5xx", "error", "other", "transport"}
-
-func (o outcome) String() string { return outcomeNames[o] }
-
-// submitter submits one job. detail names the raw answer (an HTTP status
-// code, a NATS status or error code) for the summary; err is set for
-// outTransport.
-type submitter interface {
-	submit(ctx context.Context, key, idempotencyKey string, payload []byte) (o outcome, detail string, err error)
-}
-
-var (
-	_ submitter = (*httpSubmitter)(nil)
-	_ submitter = (*natsSubmitter)(nil)
-)
-
-// httpSubmitter posts jobs to the shaper's HTTP API.
-type httpSubmitter struct {
-	c      *client.Client
-	policy string
-}
-
-func (h *httpSubmitter) submit(ctx context.Context, key, idem string, payload []byte) (outcome, string, error) {
-	var res client.Result
-	var err error
-	if idem != "" {
-		res, err = h.c.Submit(ctx, h.policy, key, payload, client.WithIdempotencyKey(idem))
-	} else {
-		res, err = h.c.Submit(ctx, h.policy, key, payload)
-	}
-	switch {
-	case res.Outcome == client.OutcomeAccepted: // also with a 202 body it could not read
-		return outQueued, "202", nil
-	case err == nil && res.Outcome == client.OutcomeDeferred:
-		return outDeferred, "429 deferred", nil
-	case err == nil:
-		return outRejected, "429", nil
-	}
-	var answer *client.Error
-	if !errors.As(err, &answer) {
-		return outTransport, "transport", err
-	}
-	detail := strconv.Itoa(answer.StatusCode)
-	switch code := answer.StatusCode; {
-	case code >= 400 && code < 500:
-		return outClient, detail, nil
-	case code >= 500:
-		return outServer, detail, nil
-	}
-	return outOther, detail, nil
-}
-
-// natsSubmitter requests shaper.submit.<policy>.<key token> with the raw key
-// in the Shaper-Key header.
-type natsSubmitter struct {
-	n      *client.NATS
-	policy string
-}
-
-func (n *natsSubmitter) submit(ctx context.Context, key, idem string, payload []byte) (outcome, string, error) {
-	var res client.Result
-	var err error
-	if idem != "" {
-		res, err = n.n.Submit(ctx, n.policy, key, payload, client.WithIdempotencyKey(idem))
-	} else {
-		res, err = n.n.Submit(ctx, n.policy, key, payload)
-	}
-	var answer *client.Error
-	switch {
-	case err == nil && res.Outcome == client.OutcomeAccepted:
-		return outQueued, "queued", nil
-	case err == nil && res.Outcome == client.OutcomeDeferred:
-		return outDeferred, "deferred", nil
-	case err == nil:
-		return outRejected, "rejected", nil // rejected or limited: both are status "rejected"
-	case errors.As(err, &answer):
-		return outError, "error " + strconv.Itoa(answer.StatusCode), nil
-	case errors.Is(err, client.ErrBadAnswer):
-		return outOther, "bad reply", nil
-	case errors.Is(err, nats.ErrNoResponders):
-		return outTransport, "no responders", err
-	}
-	return outTransport, "transport", err
+	return r, nil
 }
 
 // sendSummary is the report of a send run.
 type sendSummary struct {
-	Target      string           `json:"target"`
-	Policy      string           `json:"policy"`
-	Keys        int              `json:"keys"`
-	Sent        int64            `json:"sent"`
-	ElapsedSec  float64          `json:"elapsed_s"`
-	PerSec      float64          `json:"throughput_per_s"`
-	Outcomes    map[string]int64 `json:"outcomes"`
-	Details     map[string]int64 `json:"details"` // by HTTP status code or NATS status
-	LatencyMs   latencyMs        `json:"latency_ms"`
-	FirstError  string           `json:"first_error,omitempty"`
-	Interrupted bool             `json:"interrupted,omitempty"`
+	Target     string           `json:"target"`
+	Policy     string           `json:"policy"`
+	Trace      string           `json:"trace,omitempty"`
+	Keys       int              `json:"keys"`
+	Sent       int64            `json:"sent"`
+	ElapsedSec float64          `json:"elapsed_s"`
+	PerSec     float64          `json:"throughput_per_s"`
+	Outcomes   map[string]int64 `json:"outcomes"`
+	Details    map[string]int64 `json:"details"` // by HTTP status code or NATS status
+	LatencyMs  latencyMs        `json:"latency_ms"`
+	// LateMs is, with --trace, how late submissions started after their
+	// time in the trace (all workers were busy, or the machine was).
+	LateMs      *latencyMs `json:"late_ms,omitempty"`
+	FirstError  string     `json:"first_error,omitempty"`
+	Interrupted bool       `json:"interrupted,omitempty"`
 }
 
 type latencyMs struct {
@@ -274,9 +196,11 @@ type latencyMs struct {
 type sendRun struct {
 	counts [numOutcomes]atomic.Int64
 
-	mu         sync.Mutex
-	details    map[string]int64
-	firstError string
+	mu            sync.Mutex
+	details       map[string]int64
+	firstError    string
+	unknownPolicy error       // the shaper does not know the policy: the run stops
+	stop          atomic.Bool // set with unknownPolicy
 }
 
 func (r *sendRun) record(o outcome, detail string, err error) {
@@ -287,7 +211,14 @@ func (r *sendRun) record(o outcome, detail string, err error) {
 	if err != nil && r.firstError == "" {
 		r.firstError = err.Error()
 	}
+	if errors.Is(err, client.ErrUnknownPolicy) && r.unknownPolicy == nil {
+		r.unknownPolicy = err
+		r.stop.Store(true)
+	}
 }
+
+// stopped reports whether the run must stop: the policy is unknown.
+func (r *sendRun) stopped() bool { return r.stop.Load() }
 
 func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) error {
 	var (
@@ -350,64 +281,62 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 	defer cancelFeed()
 
 	run := &sendRun{details: make(map[string]int64)}
-	jobs := make(chan int)
+	jobs := make(chan sendJob)
 	start := time.Now()
+	var feedErr error
+	feedDone := make(chan struct{})
 	go func() {
+		defer close(feedDone)
 		defer close(jobs)
-		next := start
-		for i := 0; cfg.jobs == 0 || i < cfg.jobs; i++ {
-			if cfg.interval > 0 {
-				now := time.Now()
-				if next.Before(now.Add(-cfg.interval)) {
-					next = now // fell behind: do not make up for it with a burst
-				}
-				if d := next.Sub(now); d > 0 {
-					t := time.NewTimer(d)
-					select {
-					case <-t.C:
-					case <-feedCtx.Done():
-						t.Stop()
-						return
-					}
-				}
-				next = next.Add(cfg.interval)
-			}
-			select {
-			case jobs <- i:
-			case <-feedCtx.Done():
-				return
-			}
+		if cfg.trace != "" {
+			feedErr = feedTrace(feedCtx, &cfg, start, jobs)
+			return
 		}
+		feedCount(feedCtx, cfg, start, payload, jobs)
 	}()
 
 	var wg sync.WaitGroup
 	perWorker := make([][]time.Duration, cfg.concurrency)
+	lateness := make([][]time.Duration, cfg.concurrency)
 	for w := range cfg.concurrency {
 		wg.Go(func() {
-			for i := range jobs {
+			for job := range jobs {
+				if run.stopped() {
+					continue // the feed ends soon
+				}
 				var idem string
 				if cfg.idempotency {
-					idem = runID + "-" + strconv.Itoa(i)
+					idem = runID + "-" + strconv.Itoa(job.i)
 				}
 				t0 := time.Now()
-				o, detail, err := sub.submit(ctx, cfg.keys[i%len(cfg.keys)], idem, payload)
+				if !job.due.IsZero() {
+					lateness[w] = append(lateness[w], t0.Sub(job.due))
+				}
+				o, detail, err := sub.submit(ctx, job.key, idem, job.payload)
 				lat := time.Since(t0)
 				if ctx.Err() != nil {
 					return // interrupted: the answer says nothing about the shaper
 				}
 				perWorker[w] = append(perWorker[w], lat)
 				run.record(o, detail, err)
+				if run.stopped() {
+					cancelFeed() // no use sending the rest
+				}
 			}
 		})
 	}
 
 	stopProgress := func() {}
 	if showProgress(stderr, cfg.progress) {
-		stopProgress = startSendProgress(stderr, isTerminal(stderr), run, start)
+		stopProgress = startSendProgress(stderr, cmdline.IsTerminal(stderr), run, start)
 	}
 	wg.Wait()
 	stopProgress()
 	elapsed := time.Since(start)
+	<-feedDone
+	if feedErr != nil {
+		return fmt.Errorf("send: --trace: %w", feedErr)
+	}
 
 	var lats []time.Duration
 	for _, l := range perWorker {
@@ -417,6 +346,7 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 	s := sendSummary{
 		Target:      target,
 		Policy:      cfg.policy,
+		Trace:       cfg.trace,
 		Keys:        len(cfg.keys),
 		ElapsedSec:  elapsed.Seconds(),
 		Outcomes:    make(map[string]int64, numOutcomes),
@@ -432,6 +362,18 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 	if len(lats) > 0 {
 		s.LatencyMs.Max = ms(lats[len(lats)-1])
 	}
+	if cfg.trace != "" {
+		s.Keys = cfg.traceKeys
+		var late []time.Duration
+		for _, l := range lateness {
+			late = append(late, l...)
+		}
+		slices.Sort(late)
+		s.LateMs = &latencyMs{P50: ms(percentile(late, 0.50)), P90: ms(percentile(late, 0.90)), P99: ms(percentile(late, 0.99))}
+		if len(late) > 0 {
+			s.LateMs.Max = ms(late[len(late)-1])
+		}
+	}
 	for o := range numOutcomes {
 		n := run.counts[o].Load()
 		s.Outcomes[o.String()] = n
@@ -440,82 +382,22 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 	if elapsed > 0 {
 		s.PerSec = float64(s.Sent) / elapsed.Seconds()
 	}
+	if run.unknownPolicy != nil {
+		var answer *client.Error
+		detail := fmt.Sprintf("unknown policy %q", cfg.policy)
+		if errors.As(run.unknownPolicy, &answer) && answer.Problem.Detail != "" {
+			detail = answer.Problem.Detail
+		}
+		return fmt.Errorf("send: %s: no job was stored", detail)
+	}
 	if cfg.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
-	}
-	printSendSummary(stdout, s)
-	return nil
-}
-
-// startSendProgress prints a progress line on w once a second until the
-// returned stop is called. On a terminal the line is rewritten in place.
-func startSendProgress(w io.Writer, tty bool, run *sendRun, start time.Time) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		var last int64
-		lastAt := start
-		for {
-			select {
-			case <-done:
-				if tty {
-					fmt.Fprintln(w)
-				}
-				return
-			case now := <-t.C:
-				var c [numOutcomes]int64
-				var sent int64
-				for o := range numOutcomes {
-					c[o] = run.counts[o].Load()
-					sent += c[o]
-				}
-				rate := float64(sent-last) / now.Sub(lastAt).Seconds()
-				last, lastAt = sent, now
-				line := fmt.Sprintf("%5.0fs  sent %d  %.0f/s  202 %d  429 %d (deferred %d)  other %d",
-					now.Sub(start).Seconds(), sent, rate, c[outQueued], c[outRejected]+c[outDeferred], c[outDeferred],
-					sent-c[outQueued]-c[outRejected]-c[outDeferred])
-				if tty {
-					fmt.Fprintf(w, "\r%s\033[K", line)
-				} else {
-					fmt.Fprintln(w, line)
-				}
-			}
+		if err := enc.Encode(s); err != nil {
+			return err
 		}
-	}()
-	return func() { close(done); <-finished }
-}
-
-func printSendSummary(w io.Writer, s sendSummary) {
-	fmt.Fprintf(w, "sent %d jobs for policy %s over %d keys to %s in %.2fs: %.1f/s\n",
-		s.Sent, s.Policy, s.Keys, s.Target, s.ElapsedSec, s.PerSec)
-	if s.Interrupted {
-		fmt.Fprintln(w, "interrupted: requests in flight were not counted")
+	} else {
+		printSendSummary(stdout, s)
 	}
-	for o := range numOutcomes {
-		if n := s.Outcomes[o.String()]; n > 0 || o <= outDeferred {
-			fmt.Fprintf(w, "  %-10s %d\n", o, n)
-		}
-	}
-	if len(s.Details) > 0 {
-		keys := make([]string, 0, len(s.Details))
-		for k := range s.Details {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = fmt.Sprintf("%s: %d", k, s.Details[k])
-		}
-		fmt.Fprintf(w, "answers: %s\n", strings.Join(parts, ", "))
-	}
-	l := s.LatencyMs
-	fmt.Fprintf(w, "latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", l.P50, l.P90, l.P99, l.Max)
-	if s.FirstError != "" {
-		fmt.Fprintf(w, "first error: %s\n", s.FirstError)
-	}
+	return failures(s)
 }

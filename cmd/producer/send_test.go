@@ -25,7 +25,7 @@ import (
 func runCLI(t *testing.T, ctx context.Context, args ...string) (string, error) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	err := newApp(&stdout, &stderr).RunContext(ctx, append([]string{"producer"}, args...))
+	err := runWith(ctx, &stdout, &stderr, append([]string{"producer"}, args...))
 	if stderr.Len() > 0 {
 		t.Logf("stderr:\n%s", stderr.String())
 	}
@@ -127,8 +127,8 @@ func TestSendHTTPErrors(t *testing.T) {
 	}))
 	out, err := runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p",
 		"--key", "bad", "--key", "down", "--key", "moved", "--jobs", "9", "--json")
-	if err != nil {
-		t.Fatalf("send: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "9 of 9 jobs failed (4xx 3, 5xx 3, other 3)") {
+		t.Errorf("send with every job failing = %v, want an error counting the failures", err)
 	}
 	s := decodeSendSummary(t, out)
 	if s.Outcomes["4xx"] != 3 || s.Outcomes["5xx"] != 3 || s.Outcomes["other"] != 3 {
@@ -140,12 +140,32 @@ func TestSendHTTPErrors(t *testing.T) {
 
 	srv.Close() // now nothing listens there
 	out, err = runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p", "--jobs", "3", "--json")
-	if err != nil {
-		t.Fatalf("send: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "3 of 3 jobs failed (transport 3)") {
+		t.Errorf("send with nothing listening = %v, want an error counting the failures", err)
 	}
 	s = decodeSendSummary(t, out)
 	if s.Outcomes["transport"] != 3 || s.FirstError == "" {
 		t.Errorf("outcomes = %v, first error %q, want 3 transport errors and the first one named", s.Outcomes, s.FirstError)
+	}
+}
+
+// A policy the shaper does not know stops the run at its first answer,
+// with the shaper's words (which name the policies it knows).
+func TestSendUnknownPolicy(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"type":"about:blank","title":"Not Found","status":404,"detail":"unknown policy \"ordrs\"; known: orders, webhooks"}`)
+	}))
+	defer srv.Close()
+	_, err := runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "ordrs", "--jobs", "1000", "--concurrency", "2")
+	if err == nil || !strings.Contains(err.Error(), `unknown policy "ordrs"; known: orders, webhooks`) {
+		t.Errorf("send to an unknown policy = %v, want the shaper's answer naming the known policies", err)
+	}
+	if got := n.Load(); got > 10 {
+		t.Errorf("%d requests sent to an unknown policy, want the run to stop at the first answers", got)
 	}
 }
 
@@ -211,8 +231,8 @@ func TestSendNATS(t *testing.T) {
 
 	out, err := runCLI(t, t.Context(), "send", "--nats-url", s.ClientURL(), "--policy", "orders",
 		"--key", "k-1", "--key", "a.b", "--jobs", "8", "--concurrency", "1", "--json")
-	if err != nil {
-		t.Fatalf("send: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "2 of 8 jobs failed (error 2)") {
+		t.Errorf("send = %v, want an error counting the 2 failed jobs", err)
 	}
 	sum := decodeSendSummary(t, out)
 	for _, o := range []string{"queued", "rejected", "deferred", "error"} {

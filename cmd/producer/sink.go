@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
@@ -24,14 +25,16 @@ func sinkCommand() *cli.Command {
 		Description: "Subscribes to --subject, answers every delivery that has a reply subject with an empty\n" +
 			"message (confirmed delivery), and reports per key: deliveries, distinct job ids,\n" +
 			"duplicates, achieved rate, gaps between deliveries, the most deliveries in any\n" +
-			"1-second window, and queue latency (receive time minus Shaper-Enqueued-At).",
+			"1-second window, and queue latency (receive time minus Shaper-Enqueued-At).\n" +
+			"Progress goes to stderr: a live line on a terminal, a line every 10 s otherwise;\n" +
+			"a lost and a regained NATS connection are said there too.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "nats-url", Value: "nats://127.0.0.1:4222", Usage: "NATS server `URL`", EnvVars: envVar("nats-url")},
 			&cli.StringFlag{Name: "subject", Value: "shaper.out.>", Usage: "`SUBJECT` to receive deliveries on", EnvVars: envVar("subject")},
 			&cli.DurationFlag{Name: "duration", Usage: "stop after `D` (0 = until interrupted)", EnvVars: envVar("duration")},
 			&cli.IntFlag{Name: "expect", Usage: "stop after `N` distinct job ids (0 = no limit)", EnvVars: envVar("expect")},
 			&cli.BoolFlag{Name: "print", Usage: "print every delivery as a line on stdout (a JSON line with --json)", EnvVars: envVar("print")},
-			&cli.BoolFlag{Name: "progress", Usage: "print the live line on stderr every second even when it is not a terminal", EnvVars: envVar("progress")},
+			&cli.BoolFlag{Name: "progress", Usage: "print a progress line on stderr every second also when it is not a terminal (otherwise every 10 s there)", EnvVars: envVar("progress")},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON", EnvVars: envVar("json")},
 		},
 		Action: func(c *cli.Context) error {
@@ -73,7 +76,7 @@ const sinkTopKeys = 20
 // safe for concurrent use.
 type meter struct {
 	mu      sync.Mutex
-	keys    map[string]*keyStats
+	keys    map[policyKey]*keyStats
 	total   keyStats
 	stopped bool
 }
@@ -118,15 +121,20 @@ func (m *meter) add(d delivery) int {
 	if m.stopped {
 		return -1
 	}
-	ks := m.keys[d.Key]
+	pk := policyKey{d.Policy, d.Key} // one key's pace is per policy
+	ks := m.keys[pk]
 	if ks == nil {
 		ks = new(keyStats)
-		m.keys[d.Key] = ks
+		m.keys[pk] = ks
 	}
 	ks.add(d.ID, d.At, d.Enqueued)
 	m.total.add(d.ID, d.At, d.Enqueued)
 	return m.total.distinct()
 }
+
+// policyKey names one stream of a key's deliveries: keys of the same name
+// in two policies are paced apart.
+type policyKey struct{ policy, key string }
 
 // sinkReport is what the sink prints at the end.
 type sinkReport struct {
@@ -146,22 +154,40 @@ func (m *meter) stop() (totals keySummary, perKey []keySummary) {
 	totals = m.total.summary("(all)")
 	perKey = make([]keySummary, 0, len(m.keys))
 	for k, ks := range m.keys {
-		perKey = append(perKey, ks.summary(k))
+		s := ks.summary(k.key)
+		s.Policy = k.policy
+		perKey = append(perKey, s)
 	}
 	slices.SortFunc(perKey, func(a, b keySummary) int {
-		return cmp.Or(cmp.Compare(b.Deliveries, a.Deliveries), cmp.Compare(a.Key, b.Key))
+		return cmp.Or(cmp.Compare(b.Deliveries, a.Deliveries), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Key, b.Key))
 	})
 	return totals, perKey
 }
 
+// sinkProgressEvery is how often progress lines are printed when stderr
+// is not a terminal (and --progress is not given).
+const sinkProgressEvery = 10 * time.Second
+
 func runSink(ctx context.Context, cfg sinkConfig, stdout, stderr io.Writer) error {
-	nc, err := nats.Connect(cfg.natsURL, nats.Name("shaper-producer-sink"), nats.MaxReconnects(-1))
+	tty := cmdline.IsTerminal(stderr)
+	errOut := &lineWriter{w: stderr, tty: tty}
+	nc, err := nats.Connect(cfg.natsURL, nats.Name("shaper-producer-sink"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil || nc.IsClosed() {
+				return // the sink closing its connection
+			}
+			errOut.say(fmt.Sprintf("sink: lost the connection to NATS (%v): reconnecting; deliveries published meanwhile are not seen", err))
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			errOut.say("sink: reconnected to " + nc.ConnectedUrl())
+		}))
 	if err != nil {
 		return fmt.Errorf("sink: connect %s: %w", cfg.natsURL, err)
 	}
 	defer nc.Close()
 
-	m := &meter{keys: make(map[string]*keyStats)}
+	m := &meter{keys: make(map[policyKey]*keyStats)}
 	expected := make(chan struct{})
 	var once sync.Once
 	var outMu sync.Mutex // serializes --print lines
@@ -198,10 +224,11 @@ func runSink(ctx context.Context, cfg sinkConfig, stdout, stderr io.Writer) erro
 	}
 	start := time.Now()
 
-	stopProgress := func() {}
-	if showProgress(stderr, cfg.progress) {
-		stopProgress = startSinkProgress(stderr, isTerminal(stderr), m, start)
+	every := sinkProgressEvery
+	if tty || cfg.progress {
+		every = time.Second
 	}
+	stopProgress := startSinkProgress(errOut, every, m, start)
 	var timeout <-chan time.Time
 	if cfg.duration > 0 {
 		t := time.NewTimer(cfg.duration)
@@ -245,56 +272,90 @@ func printDelivery(w io.Writer, enc *json.Encoder, asJSON bool, d delivery) {
 		d.At.Format("15:04:05.000000"), d.Key, d.ID, d.Attempt, lat, d.Subject)
 }
 
-// startSinkProgress prints the live line on w once a second until the
+// startSinkProgress prints a progress line on w every interval until the
 // returned stop is called. On a terminal the line is rewritten in place.
-func startSinkProgress(w io.Writer, tty bool, m *meter, start time.Time) (stop func()) {
+func startSinkProgress(w *lineWriter, every time.Duration, m *meter, start time.Time) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(time.Second)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		last, lastAt := 0, start
 		for {
 			select {
 			case <-done:
-				if tty {
-					fmt.Fprintln(w)
-				}
+				w.end()
 				return
 			case now := <-t.C:
 				m.mu.Lock()
 				n, keys, dups := m.total.deliveries, len(m.keys), m.total.duplicates
 				m.mu.Unlock()
-				line := fmt.Sprintf("%5.0fs  delivered %d  %.0f/s  keys %d  duplicates %d",
-					now.Sub(start).Seconds(), n, float64(n-last)/now.Sub(lastAt).Seconds(), keys, dups)
+				w.progress(fmt.Sprintf("%5.0fs  delivered %d  %.0f/s  keys %d  duplicates %d",
+					now.Sub(start).Seconds(), n, float64(n-last)/now.Sub(lastAt).Seconds(), keys, dups))
 				last, lastAt = n, now
-				if tty {
-					fmt.Fprintf(w, "\r%s\033[K", line)
-				} else {
-					fmt.Fprintln(w, line)
-				}
 			}
 		}
 	}()
 	return func() { close(done); <-finished }
 }
 
+// lineWriter writes progress and messages to w from several goroutines: on
+// a terminal the progress line is rewritten in place and a message clears
+// it first; otherwise each is a line of its own.
+type lineWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	tty  bool
+	live bool // a progress line is on the terminal, not ended
+}
+
+func (l *lineWriter) progress(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tty {
+		fmt.Fprintf(l.w, "\r%s\033[K", line)
+		l.live = true
+	} else {
+		fmt.Fprintln(l.w, line)
+	}
+}
+
+func (l *lineWriter) say(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.live {
+		fmt.Fprint(l.w, "\r\033[K")
+		l.live = false
+	}
+	fmt.Fprintln(l.w, msg)
+}
+
+// end ends a live progress line.
+func (l *lineWriter) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.live {
+		fmt.Fprintln(l.w)
+		l.live = false
+	}
+}
+
 func printSinkReport(w io.Writer, r sinkReport) error {
 	fmt.Fprintf(w, "%s: %d deliveries of %d distinct jobs (%d duplicates) over %d keys in %.2fs, stopped by %s\n",
 		r.Subject, r.Totals.Deliveries, r.Totals.Distinct, r.Totals.Duplicates, r.Keys, r.ElapsedSec, r.StoppedBy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "key\tdeliveries\tdistinct\tdups\trate/s\tgap min ms\tgap p50 ms\tgap p99 ms\tmax in 1s\tlatency p50 ms\tlatency p99 ms")
+	fmt.Fprintln(tw, "policy\tkey\tdeliveries\tdistinct\tdups\trate/s\tgap min ms\tgap p50 ms\tgap p99 ms\tmax in 1s\tlatency p50 ms\tlatency p99 ms")
 	row := func(s keySummary) {
-		fmt.Fprintf(tw, "%q\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
-			s.Key, s.Deliveries, s.Distinct, s.Duplicates, s.RatePerSec,
+		fmt.Fprintf(tw, "%s\t%q\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
+			cmp.Or(s.Policy, "-"), s.Key, s.Deliveries, s.Distinct, s.Duplicates, s.RatePerSec,
 			s.GapMinMs, s.GapP50Ms, s.GapP99Ms, s.MaxPerSecond, s.LatencyP50Ms, s.LatencyP99Ms)
 	}
 	for _, s := range r.PerKey[:min(len(r.PerKey), sinkTopKeys)] {
 		row(s)
 	}
 	t := r.Totals
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
 		t.Deliveries, t.Distinct, t.Duplicates, t.RatePerSec,
 		t.GapMinMs, t.GapP50Ms, t.GapP99Ms, t.MaxPerSecond, t.LatencyP50Ms, t.LatencyP99Ms)
 	if err := tw.Flush(); err != nil {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaper-dev/shaper/internal/testenv"
@@ -148,5 +152,81 @@ func deliverConfirmed(t *testing.T, nc *nats.Conn, m *nats.Msg) *nats.Msg {
 			t.Fatalf("confirmed delivery to %s: %v", m.Subject, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// natsOn starts a nats-server on 127.0.0.1:port, shut down when the test ends.
+func natsOn(t *testing.T, port int) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// The sink says when it loses and regains its connection, goes on
+// receiving after it, and prints progress lines when stderr is not a
+// terminal.
+func TestSinkReconnects(t *testing.T) {
+	first := natsOn(t, -1)
+	port := first.Addr().(*net.TCPAddr).Port
+	url := first.ClientURL()
+	var stdout bytes.Buffer
+	var stderr testenv.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(t.Context(), &stdout, &stderr, []string{"producer", "sink", "--nats-url", url,
+			"--subject", "out.>", "--expect", "2", "--progress"})
+	}()
+	waitFor := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !strings.Contains(stderr.String(), what); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("stderr never said %q:\n%s", what, stderr.String())
+			}
+		}
+	}
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	deliverConfirmed(t, nc, &nats.Msg{Subject: "out.k", Header: nats.Header{"Shaper-Job-Id": {"j1"}}})
+	waitFor("delivered 1") // a progress line, although stderr is no terminal
+	first.Shutdown()
+	waitFor("sink: lost the connection to NATS")
+	natsOn(t, port)
+	waitFor("sink: reconnected to")
+	deliverConfirmed(t, nc, &nats.Msg{Subject: "out.k", Header: nats.Header{"Shaper-Job-Id": {"j2"}}})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sink: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("sink did not stop after its 2 deliveries")
+	}
+	if !strings.Contains(stdout.String(), "2 deliveries of 2 distinct jobs") {
+		t.Errorf("report:\n%s", stdout.String())
+	}
+}
+
+// A key of the same name in two policies is two rows: each policy paces it
+// on its own.
+func TestSinkKeysPerPolicy(t *testing.T) {
+	m := &meter{keys: make(map[policyKey]*keyStats)}
+	at := time.Now()
+	for i, p := range []string{"orders", "emails", "orders"} {
+		m.add(delivery{At: at.Add(time.Duration(i) * time.Second), Key: "k0", ID: fmt.Sprint(i), Policy: p})
+	}
+	_, perKey := m.stop()
+	if len(perKey) != 2 || perKey[0].Policy != "orders" || perKey[0].Deliveries != 2 || perKey[1].Policy != "emails" || perKey[1].Deliveries != 1 {
+		t.Errorf("per key: %+v, want orders/k0 with 2 deliveries, then emails/k0 with 1", perKey)
 	}
 }

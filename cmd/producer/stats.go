@@ -87,6 +87,7 @@ func (k *keyStats) rate() float64 {
 
 // keySummary is the report of one keyStats, as printed by the sink.
 type keySummary struct {
+	Policy       string  `json:"policy,omitempty"` // per key: the policy the key's deliveries came from
 	Key          string  `json:"key"`
 	Deliveries   int     `json:"deliveries"`
 	Distinct     int     `json:"distinct"`

@@ -56,7 +56,7 @@ func deadCommand() *cli.Command {
 						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Policy, d.Seq, printable(d.Key), d.ID, d.Reason, d.From, d.Attempts, d.At.Format(time.RFC3339), printable(last))
 					}
 					tw.Flush()
-					fmt.Fprintf(c.App.ErrWriter, "%d dead letters\n", len(dead))
+					fmt.Fprintln(c.App.ErrWriter, plural(len(dead), "dead letter"))
 					return nil
 				},
 			},
@@ -144,4 +144,12 @@ func printable(s string) string {
 		s = string(r[:80]) + "…"
 	}
 	return s
+}
+
+// plural says n things: "1 dead letter", "2 dead letters".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

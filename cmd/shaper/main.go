@@ -5,13 +5,13 @@
 //	shaper policies check policies.yaml
 //	shaper status --http 127.0.0.1:8080
 //
-// Every flag can also be set by an environment variable SHAPER_<FLAG>, for
+// Every flag of serve, and the operator commands' connection flags, can also be
+// set by an environment variable SHAPER_<FLAG>, for
 // example SHAPER_POLICIES or SHAPER_NATS_URL.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +20,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/shaper-dev/shaper/internal/cmdline"
 )
 
 func main() {
@@ -27,19 +29,15 @@ func main() {
 	go stopOnSignal(cancel)
 	err := run(ctx, os.Args)
 	if err != nil {
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) {
-			if msg := err.Error(); msg != "" {
-				fmt.Fprintln(os.Stderr, msg)
+		code := cmdline.ExitCode(err)
+		// Said once, with the program's name once.
+		if msg := err.Error(); msg != "" {
+			if !strings.HasPrefix(msg, "shaper") && !strings.HasPrefix(msg, "usage:") {
+				msg = "shaper: " + msg
 			}
-			os.Exit(ec.ExitCode())
+			fmt.Fprintln(os.Stderr, msg)
 		}
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "shaper:") {
-			msg = "shaper: " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(1)
+		os.Exit(code)
 	}
 }
 
@@ -60,7 +58,16 @@ func stopOnSignal(cancel context.CancelFunc) {
 // run runs the shaper CLI with args (args[0] is the program name) until its
 // command finishes or ctx ends.
 func run(ctx context.Context, args []string) error {
-	return newApp(os.Stdout, os.Stderr).RunContext(ctx, args)
+	return runWith(ctx, os.Stdout, os.Stderr, args)
+}
+
+// runWith runs the CLI writing to stdout and stderr. Flags may follow
+// positional arguments, as the README shows them: shaper policies set
+// orders --outflow 50/s.
+func runWith(ctx context.Context, stdout, stderr io.Writer, args []string) error {
+	app := newApp(stdout, stderr)
+	cmdline.Strict(app)
+	return app.RunContext(ctx, cmdline.FlagsFirst(app, args))
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
@@ -72,6 +79,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			policiesCommand(),
 			statusCommand(),
 			deadCommand(),
+			recordCommand(),
+			tuneCommand(),
 		},
 		Writer:          stdout,
 		ErrWriter:       stderr,
@@ -79,6 +88,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler:  func(*cli.Context, error) {},
 	}
 }
+
+// exitBadPolicies is the exit code of serve and policies check for a policy
+// file that cannot be read or is not valid: like a usage error, something
+// to fix before running again (exit 1 is a failure while running).
+const exitBadPolicies = 2
 
 // envVar is the environment variable that also sets flag name.
 func envVar(name string) []string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,7 +26,7 @@ import (
 func runCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := newApp(&out, &errOut).RunContext(context.Background(), append([]string{"shaper"}, args...))
+	err := runWith(context.Background(), &out, &errOut, append([]string{"shaper"}, args...))
 	return out.String(), errOut.String(), err
 }
 
@@ -51,12 +52,12 @@ func TestPoliciesCheck(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("policies:\n  - name: a\n    outflow: fast\n    queue: 10\n"), 0o644)
 	_, _, err = runCLI(t, "policies", "check", bad)
-	if exitCode(err) != 1 || !strings.Contains(err.Error(), "bad.yaml:3:") || !strings.Contains(err.Error(), "outflow") {
-		t.Errorf("check bad file = %v (exit %d), want exit 1 naming line 3 and outflow", err, exitCode(err))
+	if exitCode(err) != exitBadPolicies || !strings.Contains(err.Error(), "bad.yaml:3:") || !strings.Contains(err.Error(), "outflow") {
+		t.Errorf("check bad file = %v (exit %d), want exit %d naming line 3 and outflow", err, exitCode(err), exitBadPolicies)
 	}
 	_, _, err = runCLI(t, "policies", "check", filepath.Join(dir, "missing.yaml"))
-	if exitCode(err) != 1 {
-		t.Errorf("check missing file: exit %d, want 1", exitCode(err))
+	if exitCode(err) != exitBadPolicies {
+		t.Errorf("check missing file: exit %d, want %d", exitCode(err), exitBadPolicies)
 	}
 }
 
@@ -66,6 +67,11 @@ func TestServeRefusesBadPolicyFile(t *testing.T) {
 	_, _, err := runCLI(t, "serve", "--policies", bad, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1", "--data", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "bad.yaml:4:") {
 		t.Errorf("serve with a bad file = %v, want the error naming line 4", err)
+	}
+	// serve and policies check exit alike for a bad file.
+	_, _, checkErr := runCLI(t, "policies", "check", bad)
+	if exitCode(err) != exitBadPolicies || exitCode(checkErr) != exitBadPolicies {
+		t.Errorf("bad file: serve exits %d, policies check %d, want both %d", exitCode(err), exitCode(checkErr), exitBadPolicies)
 	}
 }
 
@@ -110,7 +116,7 @@ policies:
 	if !strings.Contains(out, "a.b") || !strings.Contains(out, "attempt 2: delivery failed") {
 		t.Errorf("dead list = %q, want the key and the last error", out)
 	}
-	out, _, err = runCLI(t, "dead", "show", "--http", addr, "hooks", "1")
+	out, _, err = runCLI(t, "dead", "show", "hooks", "1", "--http", addr)
 	if err != nil || !strings.Contains(out, `"payload": "payload"`) || !strings.Contains(out, `"reason": "delivery"`) {
 		t.Errorf("dead show = %q, %v", out, err)
 	}
@@ -134,22 +140,27 @@ policies:
 		t.Fatal("replayed job never delivered")
 	}
 	out, _, _ = runCLI(t, "status", "--http", addr)
-	if !strings.Contains(out, "hooks") {
-		t.Errorf("status = %q", out)
+	if !strings.Contains(out, "hooks") || !strings.Contains(out, "DEAD") || !strings.Contains(out, "DEFERRED") || !strings.Contains(out, "LIMITED") {
+		t.Errorf("status = %q, want the deferred, limited and dead columns", out)
 	}
 }
 
 func TestPoliciesSet(t *testing.T) {
 	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n")})
 	addr := s.HTTPAddr()
-	out, _, err := runCLI(t, "policies", "set", "--http", addr, "--outflow", "9/s", "--queue", "7", "p")
+	// As the README writes it: flags after the policy's name.
+	out, _, err := runCLI(t, "policies", "set", "p", "--outflow", "9/s", "--queue", "7", "--http", addr)
 	if err != nil || !strings.Contains(out, "outflow 9/s per key, queue 7") || !strings.Contains(out, "live override") {
 		t.Errorf("policies set = %q, %v", out, err)
+	}
+	out, _, err = runCLI(t, "status", "--http", addr)
+	if err != nil || !strings.Contains(out, "9/s*") || !strings.Contains(out, "* tuned live") {
+		t.Errorf("status after a live change = %q, %v, want the override marked", out, err)
 	}
 	if _, _, err := runCLI(t, "policies", "set", "--http", addr, "--outflow", "fast", "p"); err == nil || !strings.Contains(err.Error(), "fast") {
 		t.Errorf("policies set --outflow fast = %v, want an error naming it", err)
 	}
-	out, _, err = runCLI(t, "policies", "reset", "--http", addr, "p")
+	out, _, err = runCLI(t, "policies", "reset", "p", "--http", addr)
 	if err != nil || !strings.Contains(out, "outflow 5/s per key, queue 3") || strings.Contains(out, "override") {
 		t.Errorf("policies reset = %q, %v", out, err)
 	}
@@ -199,5 +210,90 @@ func TestOperatorCommandsSendTheAdminToken(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "dead", "list", "--http", addr); err != nil {
 		t.Errorf("dead list with SHAPER_ADMIN_TOKEN = %v", err)
+	}
+}
+
+// status shows the figures that are the point of the tool (limited,
+// deferred, waiting, dead) and, with --watch, prints them again until
+// interrupted: time-stamped blocks when not on a terminal.
+func TestStatus(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, `
+policies:
+  - name: later
+    outflow: 1/h
+    queue: 1
+    overflow: defer
+  - name: capped
+    outflow: 100/s
+    queue: 10
+    admit: {algorithm: fixed_window, limit: 1/h}
+`)})
+	api, err := client.New("http://"+s.HTTPAddr(), client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		api.Submit(t.Context(), "later", "k", []byte("x"))
+		api.Submit(t.Context(), "capped", "k", []byte("x"))
+	}
+	rows := map[string][]string{}
+	var header []string
+	col := func(policy, name string) string {
+		for i, h := range header {
+			if h == name && i < len(rows[policy]) {
+				return rows[policy][i]
+			}
+		}
+		return "?"
+	}
+	// The deferred drainer learns of the deferred jobs from its watch.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, _, err := runCLI(t, "status", "--http", s.HTTPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(line); f[0] == "POLICY" {
+				header = f
+			} else {
+				rows[f[0]] = f
+			}
+		}
+		if col("later", "WAITING") == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Logf("status:\n%s", out)
+			break
+		}
+	}
+	if col("later", "DEFERRED") != "2" || col("later", "WAITING") != "2" || col("capped", "LIMITED") != "2" || col("later", "DEAD") != "0" {
+		t.Errorf("status = later deferred %s waiting %s dead %s, capped limited %s; want 2, 2, 0, 2",
+			col("later", "DEFERRED"), col("later", "WAITING"), col("later", "DEAD"), col("capped", "LIMITED"))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel()
+	var watched bytes.Buffer
+	if err := runWith(ctx, &watched, io.Discard, []string{"shaper", "status", "--watch", "--interval", "200ms", "--http", s.HTTPAddr()}); err != nil {
+		t.Fatalf("status --watch = %v", err)
+	}
+	if n := strings.Count(watched.String(), "--- "); n < 3 || strings.Count(watched.String(), "POLICY") != n {
+		t.Errorf("status --watch for 1.2 s every 200ms printed %d blocks, want several time-stamped tables:\n%s", n, watched.String())
+	}
+}
+
+// Help texts do not say a default twice: urfave/cli prints "(default: x)".
+func TestHelpSaysDefaultsOnce(t *testing.T) {
+	for _, cmd := range [][]string{{"serve"}, {"status"}, {"policies", "set"}, {"policies", "check"}, {"dead", "list"}, {"dead", "replay"}} {
+		out, _, err := runCLI(t, append(cmd, "--help")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Count(strings.ToLower(line), "default") > 1 {
+				t.Errorf("shaper %s --help: %q says its default twice", strings.Join(cmd, " "), line)
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
@@ -59,10 +60,10 @@ func policiesCommand() *cli.Command {
 			Usage:     "tune a policy of running shapers live (kept as an override until reset)",
 			ArgsUsage: "NAME",
 			Flags: append(apiFlags(),
-				&cli.StringFlag{Name: "outflow", Usage: "per-key rate, e.g. 20/s"},
-				&cli.IntFlag{Name: "queue", Usage: "jobs a key may hold"},
-				&cli.StringFlag{Name: "total", Usage: "outflow cap over all keys (\"\" removes it)"},
-				&cli.StringFlag{Name: "overflow", Usage: "reject or defer"},
+				&cli.StringFlag{Name: "outflow", Usage: "per-key rate, e.g. 20/s", DefaultText: "unchanged"},
+				&cli.IntFlag{Name: "queue", Usage: "jobs a key may hold", DefaultText: "unchanged"},
+				&cli.StringFlag{Name: "total", Usage: "outflow cap over all keys (\"\" removes it)", DefaultText: "unchanged"},
+				&cli.StringFlag{Name: "overflow", Usage: "reject or defer", DefaultText: "unchanged"},
 			),
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
@@ -70,7 +71,7 @@ func policiesCommand() *cli.Command {
 				}
 				change, ok, err := policyChange(c)
 				if err != nil {
-					return fmt.Errorf("policies set: %w", err)
+					return cli.Exit("shaper policies set: "+err.Error(), cmdline.ExitUsage)
 				}
 				if !ok {
 					return cli.Exit("policies set: nothing to change (give --outflow, --queue, --total or --overflow)", 2)
@@ -108,7 +109,7 @@ func policiesCommand() *cli.Command {
 			},
 		}, {
 			Name:      "check",
-			Usage:     "validate a policy file; exit 1 naming the line of the first error",
+			Usage:     "validate a policy file; exit 2 naming the line of every error",
 			ArgsUsage: "FILE",
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
@@ -116,7 +117,7 @@ func policiesCommand() *cli.Command {
 				}
 				set, err := policies.Load(c.Args().First())
 				if err != nil {
-					return cli.Exit(err.Error(), 1)
+					return cli.Exit(err.Error(), exitBadPolicies)
 				}
 				for _, p := range set.Policies() {
 					line := fmt.Sprintf("%s: outflow %s per key, queue %d, overflow %s", p.Name, p.Outflow, p.Queue, p.Overflow)

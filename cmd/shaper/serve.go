@@ -1,16 +1,22 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper"
 )
@@ -31,7 +37,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			&cli.StringFlag{Name: "sync", Value: "2m", Usage: "how the embedded JetStream writes to disk: always (before each 202: survives a power loss, slower) or an interval (a 202 survives kill -9, not a power loss)", EnvVars: envVar("sync")},
 			&cli.StringFlag{Name: "admin-token", Usage: "bearer token the admin routes require (tuning, reload, dead letters); without one they answer loopback clients only", EnvVars: envVar("admin-token")},
 			&cli.BoolFlag{Name: "admin-loopback-only", Usage: "allow --http beyond loopback without --admin-token (admin routes then answer loopback clients only)", EnvVars: envVar("admin-loopback-only")},
-			&cli.StringFlag{Name: "submit-token", Usage: "bearer token HTTP submissions require (default: none)", EnvVars: envVar("submit-token")},
+			&cli.StringFlag{Name: "submit-token", Usage: "bearer token HTTP submissions require", DefaultText: "none", EnvVars: envVar("submit-token")},
 			&cli.StringFlag{Name: "nats-token", Usage: "client token of the embedded NATS server (required with a --nats-listen beyond loopback), or this shaper's token for --nats-url", EnvVars: envVar("nats-token")},
 			&cli.StringFlag{Name: "nats-creds", Usage: "credentials file (.creds) for --nats-url", EnvVars: envVar("nats-creds")},
 			&cli.StringFlag{Name: "nats-nkey", Usage: "NKey seed file for --nats-url", EnvVars: envVar("nats-nkey")},
@@ -41,9 +47,10 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			&cli.StringFlag{Name: "redis-url", Usage: "Redis URL for admission limits shared by several shapers", EnvVars: envVar("redis-url")},
 			&cli.IntFlag{Name: "replicas", Value: 1, Usage: "replicas of the streams the shaper creates (3 on a cluster)", EnvVars: envVar("replicas")},
 			&cli.IntFlag{Name: "max-payload", Value: 1 << 20, Usage: "largest job payload, in bytes", EnvVars: envVar("max-payload")},
-			&cli.IntFlag{Name: "workers", Usage: "deliveries in flight per policy (default 32)", EnvVars: envVar("workers")},
+			&cli.IntFlag{Name: "workers", Value: drain.DefaultWorkers, Usage: "deliveries in flight per policy", EnvVars: envVar("workers")},
 			&cli.DurationFlag{Name: "job-ttl", Value: shaper.DefaultJobTTL, Usage: "how long GET /v1/jobs/{id} knows a job after its last change", EnvVars: envVar("job-ttl")},
-			&cli.StringFlag{Name: "instance-id", Usage: "this shaper's name in the drain leases (default hostname/http address)", EnvVars: envVar("instance-id")},
+			&cli.Int64Flag{Name: "job-records", Value: shaper.DefaultJobRecords, Usage: "at most this many job records (deferred jobs, failed attempts, dead letters) are kept; the oldest go first", EnvVars: envVar("job-records")},
+			&cli.StringFlag{Name: "instance-id", Usage: "this shaper's name in the drain leases", DefaultText: "hostname/--http", EnvVars: envVar("instance-id")},
 			&cli.DurationFlag{Name: "start-timeout", Value: shaper.DefaultStartTimeout, Usage: "how long start-up retries creating and binding its streams and buckets", EnvVars: envVar("start-timeout")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: shaper.DefaultShutdownTimeout, Usage: "how long a graceful shutdown may take", EnvVars: envVar("shutdown-timeout")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: envVar("log-level")},
@@ -60,9 +67,10 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				h = slog.NewJSONHandler(c.App.ErrWriter, hopts)
 			}
 			log := slog.New(h)
+			redis.SetLogger(redisLog{log})
 			set, err := policies.Load(c.String("policies"))
 			if err != nil {
-				return cli.Exit(err.Error(), 2)
+				return cli.Exit(err.Error(), exitBadPolicies)
 			}
 			sync := c.String("sync")
 			var syncEvery time.Duration
@@ -70,6 +78,24 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				if syncEvery, err = time.ParseDuration(sync); err != nil || syncEvery <= 0 {
 					return fmt.Errorf("--sync %q: want always or a positive duration such as 2m", sync)
 				}
+			}
+			tel, err := telemetryFromEnv(c.Context, log)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := tel.shutdown(ctx); err != nil {
+					log.Warn("telemetry: last export failed", "err", err)
+				}
+			}()
+			if len(tel.exports) > 0 {
+				log.Info("opentelemetry: exporting "+strings.Join(tel.exports, " and "), "sampler", cmp.Or(os.Getenv("OTEL_TRACES_SAMPLER"), "parentbased_always_on"))
+			}
+			var tracer trace.TracerProvider
+			if tel.tracer != nil {
+				tracer = tel.tracer
 			}
 			s, err := shaper.New(shaper.Config{
 				SyncAlways:        sync == "always",
@@ -87,6 +113,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				ShutdownTimeout:   c.Duration("shutdown-timeout"),
 				StartTimeout:      c.Duration("start-timeout"),
 				JobTTL:            c.Duration("job-ttl"),
+				JobRecords:        c.Int64("job-records"),
 				InstanceID:        c.String("instance-id"),
 				AdminToken:        c.String("admin-token"),
 				AdminLoopbackOnly: c.Bool("admin-loopback-only"),
@@ -98,6 +125,9 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				NATSTLSCert:       c.String("nats-tls-cert"),
 				NATSTLSKey:        c.String("nats-tls-key"),
 				Logger:            log,
+				TracerProvider:    tracer,
+				MetricReaders:     tel.readers,
+				Resource:          tel.resource,
 			})
 			if err != nil {
 				return withFlag(err)

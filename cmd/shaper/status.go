@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
@@ -15,31 +18,93 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show every policy of a running shaper with its live figures",
+		Description: `Counts are since the shaper started. WAITING is the deferred jobs waiting for
+re-admission, DEAD the dead letters kept; a * after the outflow marks a policy
+tuned live (shaper policies reset NAME returns it to the policy file).
+With --watch the table is redrawn in place on a terminal, and printed again
+with a time stamp every --interval otherwise.`,
 		Flags: append(apiFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print the raw JSON"},
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "refresh until interrupted"},
+			&cli.DurationFlag{Name: "interval", Value: 2 * time.Second, Usage: "how often --watch refreshes"},
 		),
 		Action: func(c *cli.Context) error {
 			api, err := apiClient(c, 5*time.Second)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}
-			all, err := api.Policies(c.Context)
-			if err != nil {
-				return fmt.Errorf("status: %w", apiError(err))
+			if !c.Bool("watch") {
+				return showStatus(c, api, c.App.Writer)
 			}
-			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
-					Policies []client.Policy `json:"policies"`
-				}{all})
+			every := c.Duration("interval")
+			if every <= 0 {
+				return fmt.Errorf("status: --interval %s: want a positive duration", every)
 			}
-			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "POLICY\tOUTFLOW\tQUEUE\tKEYS\tQUEUED\tADMITTED\tREJECTED\tDELIVERED\tFAILED\t")
-			for _, p := range all {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, p.Outflow, p.Queue, p.Keys, p.Queued, p.Admitted, p.Rejected, p.Delivered, p.Failed)
-			}
-			return tw.Flush()
+			return watchStatus(c, api, every, cmdline.IsTerminal(c.App.Writer))
 		},
+	}
+}
+
+// showStatus prints every policy's figures once.
+func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
+	all, err := api.Policies(c.Context)
+	if err != nil {
+		return fmt.Errorf("status: %w", apiError(err))
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Policies []client.Policy `json:"policies"`
+		}{all})
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "POLICY\tOUTFLOW\tQUEUE\tKEYS\tQUEUED\tADMITTED\tREJECTED\tLIMITED\tDEFERRED\tWAITING\tDELIVERED\tFAILED\tDEAD\t")
+	overridden := false
+	for _, p := range all {
+		outflow := p.Outflow.String()
+		if p.Override {
+			outflow += "*"
+			overridden = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, outflow, p.Queue, p.Keys, p.Queued,
+			p.Admitted, p.Rejected, p.Limited, p.Deferred, p.DeferredQueued, p.Delivered, p.Failed, p.Dead)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if overridden {
+		fmt.Fprintln(w, "* tuned live: differs from the policy file (shaper policies reset NAME)")
+	}
+	return nil
+}
+
+// watchStatus shows the status every interval until the command is
+// interrupted: redrawn in place on a terminal, as time-stamped blocks
+// otherwise. A failed refresh is shown and retried.
+func watchStatus(c *cli.Context, api *client.Client, every time.Duration, tty bool) error {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		var b bytes.Buffer
+		err := showStatus(c, api, &b)
+		if c.Context.Err() != nil {
+			return nil
+		}
+		stamp := time.Now().Format("15:04:05")
+		if tty {
+			fmt.Fprintf(c.App.Writer, "\033[H\033[2J%s  every %s, Ctrl-C stops\n\n", stamp, every)
+		} else {
+			fmt.Fprintf(c.App.Writer, "--- %s\n", stamp)
+		}
+		if err != nil {
+			fmt.Fprintln(c.App.Writer, err)
+		}
+		c.App.Writer.Write(b.Bytes())
+		select {
+		case <-c.Context.Done():
+			return nil
+		case <-tick.C:
+		}
 	}
 }

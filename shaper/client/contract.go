@@ -1,6 +1,8 @@
 package client
 
 import (
+	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/shaper-dev/shaper/policies"
@@ -70,10 +72,28 @@ type Problem struct {
 	// expected to run; of a 503, when to try again. Zero when not said.
 	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
 	// Deferred says the job was kept (a full key of an overflow: defer
-	// policy): it runs later, do not submit it again.
+	// policy): it runs later, do not submit it again. The shaper sends it
+	// in 429 answers only.
 	Deferred bool `json:"deferred"`
 	// ID is the id of a deferred job.
 	ID string `json:"id,omitempty"`
+}
+
+// MarshalJSON writes p as the shaper does: deferred only in a 429.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	type plain Problem
+	return json.Marshal(struct {
+		plain
+		Deferred *bool `json:"deferred,omitempty"`
+	}{plain(p), deferredIf(p.Status == http.StatusTooManyRequests, p.Deferred)})
+}
+
+// deferredIf is deferred when it means something (on), else nil.
+func deferredIf(on, deferred bool) *bool {
+	if !on {
+		return nil
+	}
+	return &deferred
 }
 
 // Reply is the answer to a NATS submission: what the HTTP API says in its
@@ -93,7 +113,8 @@ type Reply struct {
 	ETAMs int64 `json:"eta_ms"`
 	// RetryAfterMs is as in Problem.
 	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
-	// Deferred is Status == ReplyDeferred.
+	// Deferred is Status == ReplyDeferred; the shaper sends it with the
+	// refusals only (rejected, deferred).
 	Deferred bool `json:"deferred"`
 	// Duplicate is as in Accepted.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -104,13 +125,25 @@ type Reply struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Job is what GET /v1/jobs/{id} says about a job. A queued job has no
-// record of its own: it is found in its queue, with Updated its enqueue
-// time. Records expire 24 h after their last change.
+// MarshalJSON writes r as the shaper does: deferred only in a refusal.
+func (r Reply) MarshalJSON() ([]byte, error) {
+	type plain Reply
+	return json.Marshal(struct {
+		plain
+		Deferred *bool `json:"deferred,omitempty"`
+	}{plain(r), deferredIf(r.Status == ReplyRejected || r.Status == ReplyDeferred, r.Deferred)})
+}
+
+// Job is what GET /v1/jobs/{id} says about a job. A queued job is found in
+// its queue, with Updated its enqueue time; a delivered job that needed no
+// record is known by its absence from its queue, and has neither Key nor
+// Updated. Records of what cannot be derived (deferrals, failed attempts,
+// dead letters) are kept 24 h after their last change, at most 100,000 of
+// them by default; past that horizon a job is not found.
 type Job struct {
 	ID     string    `json:"id"`
 	Policy string    `json:"policy"`
-	Key    string    `json:"key"`
+	Key    string    `json:"key,omitempty"`
 	Status JobStatus `json:"status"`
 	// Deferrals counts the failed re-admissions of a deferred job.
 	Deferrals int `json:"deferrals,omitempty"`
@@ -124,8 +157,8 @@ type Job struct {
 	LastError string `json:"last_error,omitempty"`
 	// History lists what happened to the job, one line each.
 	History []string `json:"history,omitempty"`
-	// Updated is when the record last changed.
-	Updated time.Time `json:"updated"`
+	// Updated is when the record last changed; zero when not known.
+	Updated time.Time `json:"updated,omitzero"`
 }
 
 // Policy is a policy as it is live now (the file's, or a live override)
@@ -160,6 +193,14 @@ type Policy struct {
 	// Delivered counts deliveries, Failed failed delivery attempts.
 	Delivered uint64 `json:"delivered"`
 	Failed    uint64 `json:"failed"`
+	// Retries counts the attempts that retried a failed job: the slots the
+	// retry budget (Retry.Budget) gave. RetriesDeferred counts the slots in
+	// which a due retry gave way to a fresh job because the budget was
+	// spent; SteppedAside is how many failed jobs wait for a retry now while
+	// their keys' fresh jobs go on.
+	Retries         uint64 `json:"retries"`
+	RetriesDeferred uint64 `json:"retries_deferred"`
+	SteppedAside    int    `json:"stepped_aside"`
 	// Override says the policy was tuned live and differs from the file.
 	Override bool `json:"override"`
 	// Draining says the answering shaper holds the policy's drain lease;

@@ -75,8 +75,8 @@ func New(baseURL string, cfg Config) (*Client, error) {
 // errEmptyName is returned for a route that needs a policy name given "".
 var errEmptyName = fmt.Errorf("client: empty policy name: %w", ErrUnknownPolicy)
 
-// Job returns what the shaper knows of job id. An unknown id, or one whose
-// record expired, is ErrNotFound.
+// Job returns what the shaper knows of job id. An unknown id, or one past
+// the horizon of job status, is ErrNotFound.
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var j Job
 	err := c.call(ctx, http.MethodGet, "/v1/jobs/"+segment(id), nil, &j, false)

@@ -23,6 +23,9 @@ const DefaultNATSTimeout = 5 * time.Second
 type NATSConfig struct {
 	// SubmitSubject is the shaper's ingress root. Default DefaultSubmitSubject.
 	SubmitSubject string
+	// RecordSubject is the root of the shaper's recording (see Record).
+	// Default DefaultRecordSubject.
+	RecordSubject string
 	// Timeout bounds each request, within ctx's own deadline. Default
 	// DefaultNATSTimeout.
 	Timeout time.Duration
@@ -36,6 +39,8 @@ type NATS struct {
 	nc      *nats.Conn
 	root    string // "<SubmitSubject>."
 	timeout time.Duration
+	// recordRoot is RecordSubject.
+	recordRoot string
 }
 
 // NewNATS returns a submitter sending requests over nc, which the caller
@@ -44,7 +49,10 @@ func NewNATS(nc *nats.Conn, cfg NATSConfig) (*NATS, error) {
 	if nc == nil {
 		return nil, errors.New("client: nil NATS connection")
 	}
-	n := &NATS{nc: nc, root: cfg.SubmitSubject, timeout: cfg.Timeout}
+	n := &NATS{nc: nc, root: cfg.SubmitSubject, timeout: cfg.Timeout, recordRoot: cfg.RecordSubject}
+	if n.recordRoot == "" {
+		n.recordRoot = DefaultRecordSubject
+	}
 	if n.root == "" {
 		n.root = DefaultSubmitSubject
 	}

@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/limiter"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
 
 // verdict is what a Gate knows of a key before asking its store.
@@ -66,13 +71,26 @@ func (g *Gate) decide(p *policies.Policy, token string, now time.Time, from arri
 // refused records that the store refused a job of key token at now as
 // full. The draining shaper knows exactly when a slot frees: until then
 // the answer cannot change, and decide says full without asking again.
-func (g *Gate) refused(token string, now time.Time) {
+func (g *Gate) refused(p *policies.Policy, token string, now time.Time) {
 	if !g.drained.Active() {
 		return
 	}
-	if room := g.drained.Key(token, now).RoomIn; room > 0 {
+	if room := freeIn(g.drained.Key(token, now), min(p.Queue, g.queue.Limit())); room > 0 {
 		g.full.Store(token, now.Add(room))
 	}
+}
+
+// freeIn is how long until a slot of a key frees, from the drainer's view
+// st of it, for a queue of size queue. When the drainer sees fewer jobs
+// than that, the store's refusal raced with a slot freeing (or came before
+// the drainer saw a job): there is room now, or there will be as soon as
+// the drainer catches up, so 0 — not the key's next slot after the one
+// just freed, which may be an hour away.
+func freeIn(st drain.KeyStatus, queue int) time.Duration {
+	if st.Queued < int64(queue) {
+		return 0
+	}
+	return st.RoomIn
 }
 
 // Step says what a Reservation needs next.
@@ -107,7 +125,11 @@ type Reservation struct {
 // asynchronously (queue.Queue.AdmitAsync); Settle turns the answer into the
 // Decision.
 func (g *Gate) Reserve(r Request, now time.Time) Reservation {
-	return g.reserve(context.Background(), r, now, false)
+	res := g.reserve(context.Background(), r, now, false)
+	if res.Step == Decided {
+		g.observe(r.Key, len(r.Payload), now, res.Decision.Outcome)
+	}
+	return res
 }
 
 // Admit decides about r at now, storing the job when it may enter: the
@@ -116,9 +138,10 @@ func (g *Gate) Reserve(r Request, now time.Time) Reservation {
 func (g *Gate) Admit(ctx context.Context, r Request, now time.Time) Decision {
 	res := g.reserve(ctx, r, now, true)
 	if res.Step != StoreJob {
+		g.observe(r.Key, len(r.Payload), now, res.Decision.Outcome)
 		return res.Decision
 	}
-	rec, err := g.queue.Admit(ctx, res.Job)
+	rec, err := store(ctx, g.queue, res.Job, "shaper.store")
 	return g.Settle(ctx, &res, rec, err)
 }
 
@@ -139,7 +162,7 @@ func (g *Gate) reserve(ctx context.Context, r Request, now time.Time, block bool
 		if !block {
 			return Reservation{Step: Block}
 		}
-		if d, ok := g.admitLimit(ctx, l, p, r.Key); !ok {
+		if d, ok := g.admitLimit(ctx, l, p, r.Key, now); !ok {
 			return decided(d)
 		}
 	}
@@ -173,6 +196,12 @@ func (r *Reservation) SettleBlocks(err error) bool {
 // the Decision. For a defer policy whose key is full it defers the job,
 // which blocks (SettleBlocks).
 func (g *Gate) Settle(ctx context.Context, r *Reservation, rec queue.Receipt, err error) Decision {
+	d := g.settle(ctx, r, rec, err)
+	g.observe(r.Job.Key, len(r.Job.Payload), r.now, d.Outcome)
+	return d
+}
+
+func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, err error) Decision {
 	p, token, now := r.p, r.token, r.now
 	switch {
 	case err == nil:
@@ -184,7 +213,7 @@ func (g *Gate) Settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		}
 		return g.accepted(p, token, rec, now)
 	case errors.Is(err, queue.ErrFull):
-		g.refused(token, now)
+		g.refused(p, token, now)
 		if p.Overflow == policies.OverflowDefer {
 			return g.deferJob(ctx, p, token, r.Job, now)
 		}
@@ -197,6 +226,23 @@ func (g *Gate) Settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		g.log.Warn("admission failed", "err", err)
 		return unavailable("queue backend", err)
 	}
+}
+
+// store admits job into s, in a span of its own when ctx's span is
+// recorded (a full queue is an answer there, not a failure).
+func store(ctx context.Context, s Store, job queue.Job, name string) (queue.Receipt, error) {
+	ctx, span := jobtrace.Child(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	rec, err := s.Admit(ctx, job)
+	if span.IsRecording() {
+		full := errors.Is(err, queue.ErrFull)
+		span.SetAttributes(attribute.Bool("shaper.full", full), attribute.String("shaper.job.id", rec.ID))
+		failed := err
+		if full {
+			failed = nil
+		}
+		jobtrace.End(span, failed)
+	}
+	return rec, err
 }
 
 // unavailable is the decision when what (a part of the shaper behind
@@ -238,13 +284,14 @@ func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time
 	st := g.drained.Key(token, now)
 	interval := p.Outflow.Interval()
 	queued := max(st.Queued, int64(p.Queue))
+	room := freeIn(st, min(p.Queue, g.queue.Limit()))
 	return Decision{
 		Outcome:    Full,
 		Queued:     queued,
-		RetryAfter: max(st.RoomIn, time.Millisecond),
+		RetryAfter: max(room, time.Millisecond),
 		Limits: limiter.Result{
 			Limit:      int64(p.Queue),
-			RetryAfter: st.RoomIn,
+			RetryAfter: room,
 			Reset:      st.NextIn + time.Duration(queued)*interval,
 		},
 		Window: time.Duration(p.Queue) * interval,

@@ -107,7 +107,7 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	// Idempotency-Key's (so a retry is stored once) or a new one.
 	job.ID = cmp.Or(job.Dedupe, nuid.Next())
 	done := g.deferrals.deferring(token, g.now)
-	rec, err := g.deferred.Admit(ctx, job)
+	rec, err := store(ctx, g.deferred, job, "shaper.defer")
 	done(rec.Seq) // 0 when nothing was stored; a duplicate's is the first job's
 	switch {
 	case err == nil:
@@ -181,8 +181,8 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 		return nil
 	case errors.Is(err, queue.ErrFull):
 		now = g.now()
-		g.refused(m.Token, now)
-		return &drain.RetryAfterError{After: g.roomIn(m.Token, now), Cause: "key's queue is full"}
+		g.refused(p, m.Token, now)
+		return &drain.RetryAfterError{After: max(freeIn(g.drained.Key(m.Token, now), min(p.Queue, g.queue.Limit())), time.Millisecond), Cause: "key's queue is full"}
 	default:
 		return err
 	}

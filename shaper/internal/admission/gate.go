@@ -57,6 +57,11 @@ type Config struct {
 	// Now is the clock of re-admissions and deferrals. Default time.Now;
 	// a replay passes its virtual clock.
 	Now func() time.Time
+	// Observe, when set, is told of every decision about a submission (not
+	// of re-admissions): the job's key, its payload's size, when it came
+	// (the now given to Reserve or Admit) and the outcome. It is called
+	// from the deciding goroutine, without locks held, so it must be cheap.
+	Observe func(key string, size int, at time.Time, o Outcome)
 }
 
 // Gate is the admission of one policy: the one place that answers "may
@@ -101,6 +106,13 @@ func New(p policies.Policy, queue, deferred Store, cfg Config) (*Gate, error) {
 }
 
 func (g *Gate) now() time.Time { return g.cfg.Now() }
+
+// observe tells Config.Observe of a decision about a submission.
+func (g *Gate) observe(key string, size int, at time.Time, o Outcome) {
+	if g.cfg.Observe != nil {
+		g.cfg.Observe(key, size, at, o)
+	}
+}
 
 // Attach tells g the drainers of its queue and of its deferred store. It
 // must be called once, before the first Admit.

@@ -299,3 +299,25 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// A store's refusal that races with the key's slot freeing (the store
+// refused while the drainer removed the job before it) says to come back at
+// once, not at the key's next slot an hour away; nor does the gate then
+// answer full from memory.
+func TestGateRefusalRacingAFreedSlot(t *testing.T) {
+	r := newRig(t, "policies:\n  - name: p\n    outflow: 1/h\n    queue: 1\n", admission.Config{})
+	r.admit("k")
+	r.advance(0)           // delivered: its slot is held for a second, the key's next slot is in an hour
+	r.advance(time.Second) // the slot frees
+	res := r.reserve("k")
+	if res.Step != admission.StoreJob {
+		t.Fatalf("Reserve of an empty key = step %d %+v, want StoreJob", res.Step, res.Decision)
+	}
+	d := r.gate.Settle(context.Background(), &res, queue.Receipt{}, queue.ErrFull) // refused before the removal
+	if d.Outcome != admission.Full || d.RetryAfter > time.Millisecond {
+		t.Errorf("a refusal while the drainer sees the key empty = %+v, want full, come back in 1 ms", d)
+	}
+	if d := r.admit("k"); d.Outcome != admission.Accepted {
+		t.Errorf("at once after = %+v, want accepted (not full from memory)", d)
+	}
+}

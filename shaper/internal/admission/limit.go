@@ -68,11 +68,18 @@ func limitOf(a *policies.Admit) limiter.Limit {
 	return l
 }
 
-// admitLimit applies the admission limiter l of policy p to a job of key.
-// It returns the decision to answer with when the job must not go on.
-func (g *Gate) admitLimit(ctx context.Context, l *admitLimiter, p *policies.Policy, key string) (Decision, bool) {
+// admitLimit applies the admission limiter l of policy p to a job of key
+// at now. It returns the decision to answer with when the job must not go
+// on.
+func (g *Gate) admitLimit(ctx context.Context, l *admitLimiter, p *policies.Policy, key string, now time.Time) (Decision, bool) {
 	a := &l.admit
-	res, err := l.l.Allow(ctx, key)
+	var res limiter.Result
+	var err error
+	if m, ok := l.l.(*limiter.Memory); ok {
+		res = m.AllowAt(key, now) // the gate's time: a replay's is virtual
+	} else {
+		res, err = l.l.Allow(ctx, key)
+	}
 	if err != nil {
 		g.counts.limiterErrors.Add(1)
 		if !errors.Is(err, limiter.ErrUnavailable) {

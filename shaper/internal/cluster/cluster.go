@@ -6,9 +6,11 @@
 // globally), but each policy is drained by one shaper at a time, so that a
 // key's rate holds globally too: the one holding the policy's lease, an
 // entry in the SHAPER_LEASES key-value bucket that its holder renews every
-// LeaseTTL/3 and that expires LeaseTTL after the holder stops. A shaper
-// that fails to renew stops draining at once; another takes the lease over
-// when it has expired. A restarted shaper with the same instance id takes
+// LeaseTTL/3 and that expires LeaseTTL after the holder stops. A holder
+// whose renewals fail for a while (a JetStream election) keeps the lease
+// and goes on draining while its entry lives, and beyond that while no
+// other shaper is alive; another takes the lease over the moment it has
+// expired (lease.go). A restarted shaper with the same instance id takes
 // its own lease back at once. Like every lease this is not a fence: two
 // shapers can briefly both deliver across a network partition, which
 // at-least-once delivery allows.
@@ -80,7 +82,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, er
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger}
 	var err error
-	c.leases, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	c.leases, err = bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      leaseBucket,
 		Description: "which shaper drains each policy",
 		TTL:         cfg.LeaseTTL,
@@ -90,7 +92,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, er
 	if err != nil {
 		return nil, fmt.Errorf("leases: %w", err)
 	}
-	c.overrides, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	c.overrides, err = bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      policyBucket,
 		Description: "live policy overrides",
 		History:     5,
@@ -100,6 +102,17 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, er
 		return nil, fmt.Errorf("policy overrides: %w", err)
 	}
 	return c, nil
+}
+
+// bucket creates the bucket cfg describes, or updates it to cfg. Creating
+// comes first: it is idempotent, while an update racing another shaper's
+// creation of the same new bucket can go unanswered.
+func bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.UpdateKeyValue(ctx, cfg)
+	}
+	return kv, err
 }
 
 // Shapers returns how many shapers are alive, at least 1.
@@ -141,76 +154,6 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
-}
-
-// HoldLease keeps trying to hold the drain lease of policy name until ctx
-// ends, calling held(true) when this shaper takes it and held(false) when
-// it loses it; on a graceful stop it hands the lease over at once. first
-// is called once the first attempt is over, so that a lone shaper drains
-// from the moment it is ready.
-func (c *Cluster) HoldLease(ctx context.Context, name string, held func(bool), first func()) {
-	var rev uint64
-	holding := false
-	set := func(on bool) {
-		if holding != on {
-			holding = on
-			held(on)
-			if on {
-				c.log.Info("draining policy", "policy", name, "instance", c.cfg.Instance)
-			} else {
-				c.log.Warn("stopped draining policy: lease lost", "policy", name, "instance", c.cfg.Instance)
-			}
-		}
-	}
-	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
-	defer tick.Stop()
-	for {
-		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
-		var err error
-		if holding {
-			rev, err = c.leases.Update(cctx, name, []byte(c.cfg.Instance), rev)
-			if err != nil {
-				set(false)
-			}
-		} else {
-			rev, err = c.takeLease(cctx, name)
-			if err == nil {
-				set(true)
-			}
-		}
-		cancel()
-		if first != nil {
-			first()
-			first = nil
-		}
-		select {
-		case <-ctx.Done():
-			if holding {
-				dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
-				c.leases.Delete(dctx, name, jetstream.LastRevision(rev))
-				dcancel()
-			}
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// takeLease creates the lease, or takes back one this instance held before
-// a restart.
-func (c *Cluster) takeLease(ctx context.Context, name string) (uint64, error) {
-	rev, err := c.leases.Create(ctx, name, []byte(c.cfg.Instance))
-	if err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
-		return rev, err
-	}
-	e, err := c.leases.Get(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	if string(e.Value()) != c.cfg.Instance {
-		return 0, jetstream.ErrKeyExists
-	}
-	return c.leases.Update(ctx, name, []byte(c.cfg.Instance), e.Revision())
 }
 
 // WatchOverrides calls apply with every override stored now (p nil: the

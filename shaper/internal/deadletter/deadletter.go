@@ -7,16 +7,22 @@ package deadletter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
+	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
 
 const (
@@ -61,6 +67,9 @@ type Config struct {
 	// path and returns its new id, and whether the job was kept (accepted,
 	// or deferred).
 	Replay func(ctx context.Context, policy, key string, payload []byte) (id string, kept bool)
+	// Tracer, when set, records a span of every dead-lettering in the job's
+	// trace. Default: none.
+	Tracer trace.Tracer
 }
 
 // Store is the dead letters of every policy. Safe for concurrent use.
@@ -68,6 +77,10 @@ type Store struct {
 	js  jetstream.JetStream
 	cfg Config
 	log *slog.Logger
+
+	// counts holds, per policy, its dead letters as last read from the
+	// stream and counted since (a *atomic.Uint64): Count costs no request.
+	counts sync.Map
 }
 
 // New returns the Store of dead letters on js.
@@ -80,7 +93,7 @@ func New(js jetstream.JetStream, cfg Config) *Store {
 
 // Open creates or updates the dead-letter stream of policy.
 func (s *Store) Open(ctx context.Context, policy string) error {
-	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        Stream(policy),
 		Description: "shaper dead letters of policy " + policy,
 		Subjects:    []string{subjectRoot + "." + policy + ".*"},
@@ -88,17 +101,33 @@ func (s *Store) Open(ctx context.Context, policy string) error {
 		Replicas:    s.cfg.Replicas,
 		Duplicates:  2 * time.Minute,
 		MaxMsgSize:  int32(max(s.cfg.MaxPayload, queue.DefaultMaxPayload) + 128*1024),
-	})
+	}
+	// Create first: creating is idempotent, while an update racing another
+	// shaper's creation of the same new stream can go unanswered.
+	stream, err := s.js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		stream, err = s.js.UpdateStream(ctx, cfg)
+	}
 	if err != nil {
 		return fmt.Errorf("dead-letter stream: %w", err)
 	}
+	s.count(policy).Store(stream.CachedInfo().State.Msgs)
 	return nil
 }
 
 // Func returns the drain.Config.DeadLetter of a drainer of policy's jobs
 // (from says which): it stores the job with its reason and history.
 func (s *Store) Func(policy string, from From) func(context.Context, *queue.Msg, string, []string) error {
-	return func(ctx context.Context, m *queue.Msg, reason string, history []string) error {
+	return func(ctx context.Context, m *queue.Msg, reason string, history []string) (err error) {
+		if s.cfg.Tracer != nil {
+			var span trace.Span
+			ctx, span = s.cfg.Tracer.Start(jobtrace.Extract(ctx, m.Header), "shaper.dead_letter "+policy,
+				trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+					attribute.String("shaper.policy", policy), attribute.String("shaper.key", m.Key),
+					attribute.String("shaper.job.id", m.ID), attribute.String("shaper.dead.reason", reason),
+					attribute.String("shaper.dead.from", string(from)), attribute.Int("shaper.attempts", m.Attempt-1)))
+			defer func() { jobtrace.End(span, err) }()
+		}
 		h := m.Headers(policy)
 		hist, _ := json.Marshal(history)
 		h.Set(HeaderReason, reason)
@@ -110,8 +139,12 @@ func (s *Store) Func(policy string, from From) func(context.Context, *queue.Msg,
 		defer cancel()
 		msg := &nats.Msg{Subject: subject(policy, m.Token), Data: m.Payload, Header: h}
 		// The id dedupes a dead-lettering repeated after a crash.
-		if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(m.ID+"/dead/"+strconv.FormatUint(m.Seq, 10)+"/"+string(from))); err != nil {
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(m.ID+"/dead/"+strconv.FormatUint(m.Seq, 10)+"/"+string(from)))
+		if err != nil {
 			return fmt.Errorf("dead-letter %s: %w", m.ID, err)
+		}
+		if !ack.Duplicate {
+			s.count(policy).Add(1)
 		}
 		rec := jobs.Record{ID: m.ID, Policy: policy, Key: m.Key, Status: jobs.Dead, Reason: reason, History: history}
 		if from == FromDeferred {
@@ -119,19 +152,68 @@ func (s *Store) Func(policy string, from From) func(context.Context, *queue.Msg,
 		} else {
 			rec.Attempts = m.Attempt - 1
 		}
-		s.cfg.Jobs.Put(rec)
+		// The record must be kept before the job leaves its queue: a job
+		// gone without one reads as delivered.
+		if err := s.cfg.Jobs.Write(ctx, rec); err != nil {
+			return fmt.Errorf("dead-letter %s: %w", m.ID, err)
+		}
 		s.log.Warn("job dead-lettered", "policy", policy, "key", m.Key, "job", m.ID, "reason", reason)
 		return nil
 	}
 }
 
-// Count returns how many dead letters policy has (0 when it cannot tell).
-func (s *Store) Count(ctx context.Context, policy string) uint64 {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	stream, err := s.js.Stream(ctx, Stream(policy))
-	if err != nil {
-		return 0
+// refreshWorkers bounds the stream info requests of one Refresh in flight.
+const refreshWorkers = 8
+
+func (s *Store) count(policy string) *atomic.Uint64 {
+	c, ok := s.counts.Load(policy)
+	if !ok {
+		c, _ = s.counts.LoadOrStore(policy, new(atomic.Uint64))
 	}
-	return stream.CachedInfo().State.Msgs
+	return c.(*atomic.Uint64)
+}
+
+// Count returns how many dead letters policy has, from memory: as last
+// read from its stream (Open, Refresh) plus those dead-lettered here since.
+func (s *Store) Count(policy string) uint64 { return s.count(policy).Load() }
+
+// Refresh reads the dead-letter count of each of policies (every policy
+// when none is given) from JetStream, refreshWorkers requests at a time.
+// A count it cannot read keeps its last value.
+func (s *Store) Refresh(ctx context.Context, policies ...string) {
+	if len(policies) == 0 {
+		policies = s.cfg.Policies()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	sem := make(chan struct{}, refreshWorkers)
+	var wg sync.WaitGroup
+	for _, policy := range policies {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			stream, err := s.js.Stream(ctx, Stream(policy))
+			if err != nil {
+				s.log.Debug("dead-letter count not refreshed", "policy", policy, "err", err)
+				return
+			}
+			s.count(policy).Store(stream.CachedInfo().State.Msgs)
+		})
+	}
+	wg.Wait()
+}
+
+// KeepCounts refreshes the counts every interval until ctx ends: dead
+// letters made, replayed or purged by other shapers.
+func (s *Store) KeepCounts(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.Refresh(ctx)
+		}
+	}
 }

@@ -148,7 +148,7 @@ func (s *Store) handleList(w http.ResponseWriter, r *http.Request) {
 func (s *Store) handleShow(w http.ResponseWriter, r *http.Request) {
 	policy := r.PathValue("policy")
 	if !s.known(policy) {
-		httpapi.Error(w, http.StatusNotFound, "unknown policy "+httpapi.Quote(policy))
+		httpapi.Error(w, http.StatusNotFound, httpapi.UnknownPolicy(policy, s.cfg.Policies()))
 		return
 	}
 	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
@@ -217,7 +217,11 @@ func (s *Store) apply(w http.ResponseWriter, r *http.Request, fn func(context.Co
 	}
 	res := []Result{}
 	done := 0
+	var touched []string // the policies whose count changes
 	for _, d := range matched {
+		if !slices.Contains(touched, d.Policy) {
+			touched = append(touched, d.Policy)
+		}
 		newID, ok := fn(r.Context(), d)
 		if ok {
 			stream, err := s.js.Stream(r.Context(), Stream(d.Policy))
@@ -233,6 +237,9 @@ func (s *Store) apply(w http.ResponseWriter, r *http.Request, fn func(context.Co
 			done++
 		}
 		res = append(res, Result{Seq: d.Seq, Policy: d.Policy, ID: d.ID, NewID: newID, Done: ok})
+	}
+	if len(touched) > 0 {
+		s.Refresh(context.WithoutCancel(r.Context()), touched...)
 	}
 	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"matched": len(matched), "done": done, "results": res})
 }
@@ -255,7 +262,7 @@ func (s *Store) matching(w http.ResponseWriter, r *http.Request, defaultLimit in
 		f.limit = n
 	}
 	if f.policy != "" && !s.known(f.policy) {
-		return bad(http.StatusNotFound, "unknown policy "+httpapi.Quote(f.policy))
+		return bad(http.StatusNotFound, httpapi.UnknownPolicy(f.policy, s.cfg.Policies()))
 	}
 	if f.reason != "" && !slices.Contains(reasons, f.reason) {
 		return bad(http.StatusBadRequest, "reason "+httpapi.Quote(f.reason)+": want attempts, deadline or delivery")

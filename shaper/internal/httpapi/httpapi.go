@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,8 +19,10 @@ type Problem struct {
 	Policy       string `json:"policy,omitempty"`
 	Key          string `json:"key,omitempty"`
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
-	Deferred     bool   `json:"deferred"`
 	ID           string `json:"id,omitempty"`
+	// Deferred is set in 429 answers to a submission only: whether the job
+	// was kept (a deferred job) or not.
+	Deferred *bool `json:"deferred,omitempty"`
 }
 
 // WriteJSON writes v as the JSON body of a code answer.
@@ -73,10 +76,44 @@ func CeilMs(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
+// UnknownPolicy is the detail of a 404 for policy, naming the policies
+// known (sorted).
+func UnknownPolicy(policy string, known []string) string {
+	if len(known) == 0 {
+		return "unknown policy " + Quote(policy) + "; no policies are served"
+	}
+	return "unknown policy " + Quote(policy) + "; known: " + strings.Join(known, ", ")
+}
+
 // Quote quotes s for a message, cut to 64 runes.
 func Quote(s string) string {
 	if r := []rune(s); len(r) > 64 {
 		s = string(r[:64]) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// methods are the methods NotFound looks for routes of.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// NotFound returns the handler of the requests no other route of mux
+// takes, to register as its "/" pattern: a 405 problem with Allow when the
+// path has routes for other methods, else a 404 problem.
+func NotFound(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range methods {
+			probe := *r
+			probe.Method = m
+			if _, pattern := mux.Handler(&probe); pattern != "" && pattern != "/" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			Error(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+Quote(r.URL.Path)+"; allowed: "+strings.Join(allow, ", "))
+			return
+		}
+		Error(w, http.StatusNotFound, "no route "+r.Method+" "+Quote(r.URL.Path)+" (the API is under /v1/)")
+	}
 }

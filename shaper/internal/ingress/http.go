@@ -10,6 +10,7 @@ import (
 	"github.com/shaper-dev/shaper/limiter"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
 
 // Routes adds the submission routes to mux, behind guard: POST
@@ -27,7 +28,6 @@ func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		policy:      r.PathValue("policy"),
 		key:         r.PathValue("key"),
 		idempotency: r.Header.Get("Idempotency-Key"),
-		traceparent: r.Header.Get(queue.HeaderTrace),
 	}
 	limit := queue.DefaultMaxPayload // an unknown policy is answered 404 anyway
 	if g, _ := in.cfg.Gate(sub.policy); g != nil {
@@ -49,7 +49,10 @@ func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sub.payload = body
-	writeAnswer(w, in.submit(r.Context(), sub))
+	ctx, span := in.tel.begin(r.Context(), jobtrace.HTTPCarrier(r.Header), &sub, transportHTTP)
+	a, known := in.submit(ctx, sub)
+	in.tel.end(span, sub.policy, a, known)
+	writeAnswer(w, a)
 }
 
 // writeAnswer renders a: 202 with the job, or application/problem+json,

@@ -7,15 +7,15 @@ package ingress
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaper-dev/shaper/limiter"
 	"github.com/shaper-dev/shaper/queue"
@@ -39,6 +39,9 @@ type Config struct {
 	// Serving reports whether jobs are taken now (false while starting and
 	// shutting down: 503).
 	Serving func() bool
+	// Policies returns the names of the policies served, sorted, for the
+	// 404 of an unknown one.
+	Policies func() []string
 	// Subject is the NATS ingress root. Default DefaultSubject.
 	Subject string
 	// Timeout bounds the subscription's flush at start. Default queue.DefaultTimeout.
@@ -46,12 +49,19 @@ type Config struct {
 	// BlockingWorkers: see DefaultBlockingWorkers.
 	BlockingWorkers int
 	Logger          *slog.Logger
+	// Tracer, when set, records a span of every submission (continuing the
+	// producer's W3C trace context) and of storing its job. Default: no
+	// spans; jobs still carry the producer's trace context, or a new one.
+	Tracer trace.Tracer
+	// Meter makes the admission latency histogram. Default: none.
+	Meter metric.Meter
 }
 
 // Ingress takes submissions over HTTP and NATS. Safe for concurrent use.
 type Ingress struct {
 	cfg  Config
 	log  *slog.Logger
+	tel  *telemetry
 	nats *natsIngress // nil until Subscribe
 }
 
@@ -69,7 +79,7 @@ func New(cfg Config) *Ingress {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ingress{cfg: cfg, log: cfg.Logger}
+	return &Ingress{cfg: cfg, log: cfg.Logger, tel: newTelemetry(cfg)}
 }
 
 // submission is one job offered by HTTP or NATS.
@@ -77,15 +87,13 @@ type submission struct {
 	policy      string
 	key         string
 	payload     []byte
-	idempotency string // Idempotency-Key, optional
-	traceparent string // W3C trace context, optional
+	idempotency string      // Idempotency-Key, optional
+	trace       nats.Header // the W3C trace context the job is stored with (telemetry.begin)
 }
 
 // request returns the admission request of sub.
 func (sub submission) request() admission.Request {
-	h := nats.Header{}
-	h[queue.HeaderTrace] = []string{traceparent(sub.traceparent)}
-	return admission.Request{Key: sub.key, Payload: sub.payload, Idempotency: sub.idempotency, Header: h}
+	return admission.Request{Key: sub.key, Payload: sub.payload, Idempotency: sub.idempotency, Header: sub.trace}
 }
 
 // gate returns the gate of sub's policy, or the answer when there is none
@@ -98,7 +106,7 @@ func (in *Ingress) gate(sub submission) (*admission.Gate, *queue.Queue, answer, 
 	}
 	g, q := in.cfg.Gate(sub.policy)
 	if g == nil {
-		return nil, nil, failed(http.StatusNotFound, "unknown policy "+httpapi.Quote(sub.policy)), false
+		return nil, nil, failed(http.StatusNotFound, httpapi.UnknownPolicy(sub.policy, in.cfg.Policies())), false
 	}
 	return g, q, answer{}, true
 }
@@ -108,16 +116,21 @@ func (in *Ingress) gate(sub submission) (*admission.Gate, *queue.Queue, answer, 
 // dead letters: it returns the job's id and whether the job was kept
 // (accepted, or deferred).
 func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byte) (string, bool) {
-	a := in.submit(ctx, submission{policy: policy, key: key, payload: payload})
+	sub := submission{policy: policy, key: key, payload: payload}
+	ctx, span := in.tel.begin(ctx, propagation.MapCarrier{}, &sub, transportReplay)
+	a, known := in.submit(ctx, sub)
+	in.tel.end(span, policy, a, known)
 	return a.ID, a.Status == statusQueued || a.Status == statusDeferred
 }
 
-func (in *Ingress) submit(ctx context.Context, sub submission) answer {
+// submit runs sub through its gate; known says whether a gate decided (a
+// known policy while serving).
+func (in *Ingress) submit(ctx context.Context, sub submission) (answer, bool) {
 	g, _, a, ok := in.gate(sub)
 	if !ok {
-		return a
+		return a, false
 	}
-	return answerOf(sub, g.Admit(ctx, sub.request(), time.Now()))
+	return answerOf(sub, g.Admit(ctx, sub.request(), time.Now())), true
 }
 
 // answer is the Ingress's answer to a submission, rendered as HTTP or as a
@@ -130,13 +143,16 @@ type answer struct {
 	Queued       int64  `json:"queued"`
 	ETAms        int64  `json:"eta_ms"`
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
-	Deferred     bool   `json:"deferred"`
 	Duplicate    bool   `json:"duplicate,omitempty"`
 	Code         int    `json:"code"`
 	Error        string `json:"error,omitempty"`
+	// Deferred is set for the refusals only (status rejected or deferred):
+	// whether the job was kept.
+	Deferred *bool `json:"deferred,omitempty"`
 
-	limits *limiter.Result // for the rate-limit headers, when there is a limit to describe
-	window time.Duration
+	limits  *limiter.Result // for the rate-limit headers, when there is a limit to describe
+	window  time.Duration
+	outcome admission.Outcome // the gate's, for telemetry
 }
 
 // The statuses of a NATS reply.
@@ -151,9 +167,12 @@ func failed(code int, msg string) answer {
 	return answer{Status: statusError, Code: code, Error: msg}
 }
 
+// kept and notKept are the values of answer.Deferred.
+var kept, notKept = true, false
+
 // answerOf renders the gate's decision d on sub.
 func answerOf(sub submission, d admission.Decision) answer {
-	a := answer{Policy: sub.policy, Key: sub.key, Error: d.Reason, RetryAfterMs: httpapi.CeilMs(d.RetryAfter)}
+	a := answer{Policy: sub.policy, Key: sub.key, Error: d.Reason, RetryAfterMs: httpapi.CeilMs(d.RetryAfter), outcome: d.Outcome}
 	if d.Limits.Limit > 0 {
 		a.limits, a.window = &d.Limits, d.Window
 	}
@@ -162,10 +181,10 @@ func answerOf(sub submission, d admission.Decision) answer {
 		a.Status, a.Code = statusQueued, http.StatusAccepted
 		a.ID, a.Duplicate, a.Queued, a.ETAms = d.ID, d.Duplicate, d.Queued, httpapi.CeilMs(d.ETA)
 	case admission.Full, admission.Limited:
-		a.Status, a.Code = statusRejected, http.StatusTooManyRequests
+		a.Status, a.Code, a.Deferred = statusRejected, http.StatusTooManyRequests, &notKept
 		a.Queued = d.Queued
 	case admission.Deferred:
-		a.Status, a.Code, a.Deferred = statusDeferred, http.StatusTooManyRequests, true
+		a.Status, a.Code, a.Deferred = statusDeferred, http.StatusTooManyRequests, &kept
 		a.ID, a.Duplicate, a.Queued, a.ETAms = d.ID, d.Duplicate, d.Queued, a.RetryAfterMs
 	case admission.Invalid:
 		a.Status, a.Code, a.Key = statusError, http.StatusBadRequest, ""
@@ -178,35 +197,4 @@ func answerOf(sub submission, d admission.Decision) answer {
 		a.limits = nil
 	}
 	return a
-}
-
-// traceparent returns tp when it is a W3C traceparent, else a new one. Trace
-// ids need to be unique, not secret: they come from math/rand/v2, which
-// costs no system call. A new one is not sampled (flags 00): the shaper
-// records no spans, and nats-server parses every header of a message whose
-// traceparent is sampled, at each hop, to look for a trace destination.
-func traceparent(tp string) string {
-	if validTraceparent(tp) {
-		return tp
-	}
-	var b [24]byte
-	binary.LittleEndian.PutUint64(b[0:], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64()|1) // never all zero
-	binary.LittleEndian.PutUint64(b[16:], rand.Uint64()|1)
-	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-00"
-}
-
-func validTraceparent(tp string) bool {
-	if len(tp) != 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
-		return false
-	}
-	for i, c := range tp {
-		if i == 2 || i == 35 || i == 52 {
-			continue
-		}
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return tp[3:35] != "00000000000000000000000000000000" && tp[36:52] != "0000000000000000"
 }

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
 
 // natsIngress takes submissions by NATS request on <subject>.<policy>.<key
@@ -39,11 +41,13 @@ type natsIngress struct {
 }
 
 type pendingSubmit struct {
-	m   *nats.Msg
-	sub submission
-	g   *admission.Gate
-	res admission.Reservation
-	p   *queue.Pending
+	m     *nats.Msg
+	sub   submission
+	g     *admission.Gate
+	res   admission.Reservation
+	p     *queue.Pending
+	span  submitSpan
+	store trace.Span // storing the job, when traced
 }
 
 // pipelineDepth is how many submissions may wait for JetStream's answer at
@@ -88,38 +92,41 @@ func (in *Ingress) Subscribe(nc *nats.Conn) error {
 
 // receive is the subscription's callback: one message at a time, in order.
 func (n *natsIngress) receive(m *nats.Msg) {
-	ctx := context.Background()
 	sub, a, ok := n.submission(m)
 	if !ok {
 		n.reply(m, a)
 		return
 	}
+	ctx, span := n.in.tel.begin(context.Background(), jobtrace.Carrier(m.Header), &sub, transportNATS)
 	g, q, a, ok := n.in.gate(sub)
 	if !ok {
-		n.reply(m, a)
+		n.answer(m, span, sub.policy, a, false)
 		return
 	}
 	res := g.Reserve(sub.request(), time.Now())
 	switch res.Step {
 	case admission.Decided:
-		n.reply(m, answerOf(sub, res.Decision))
+		n.answer(m, span, sub.policy, answerOf(sub, res.Decision), true)
 	case admission.Block:
-		n.block(m, func() answer { return n.in.submit(ctx, sub) })
+		n.block(m, span, sub.policy, func() answer {
+			a, _ := n.in.submit(ctx, sub)
+			return a
+		})
 	default: // StoreJob
-		ps := pendingSubmit{m: m, sub: sub, g: g, res: res, p: q.AdmitAsync(res.Job)}
+		_, store := jobtrace.Child(ctx, "shaper.store", trace.WithSpanKind(trace.SpanKindClient))
+		ps := pendingSubmit{m: m, sub: sub, g: g, res: res, p: q.AdmitAsync(res.Job), span: span, store: store}
 		n.queued.Add(1)
 		select {
 		case n.pending <- ps:
 		case <-n.quit: // the replying goroutine is gone (shutdown): answer here
 			n.queued.Add(-1)
-			n.settle(ctx, ps)
+			n.settle(ps)
 		}
 	}
 }
 
 // reap replies to the pipelined submissions as JetStream answers them.
 func (n *natsIngress) reap() {
-	ctx := context.Background()
 	for {
 		var ps pendingSubmit
 		select {
@@ -127,26 +134,28 @@ func (n *natsIngress) reap() {
 		case <-n.quit:
 			return
 		}
-		n.settle(ctx, ps)
+		n.settle(ps)
 		n.queued.Add(-1)
 	}
 }
 
 // settle waits for JetStream's answer to ps and replies with the decision,
 // on a goroutine of its own when settling blocks (a deferral).
-func (n *natsIngress) settle(ctx context.Context, ps pendingSubmit) {
+func (n *natsIngress) settle(ps pendingSubmit) {
 	rec, err := ps.p.Wait()
+	jobtrace.End(ps.store, storeError(err))
+	ctx := trace.ContextWithSpan(context.Background(), ps.span.span)
 	answer := func() answer { return answerOf(ps.sub, ps.g.Settle(ctx, &ps.res, rec, err)) }
 	if ps.res.SettleBlocks(err) {
-		n.block(ps.m, answer)
+		n.block(ps.m, ps.span, ps.sub.policy, answer)
 		return
 	}
-	n.reply(ps.m, answer())
+	n.answer(ps.m, ps.span, ps.sub.policy, answer(), true)
 }
 
 // block runs answer on a goroutine of its own (it may wait on the network)
 // and replies with what it returns.
-func (n *natsIngress) block(m *nats.Msg, answer func() answer) {
+func (n *natsIngress) block(m *nats.Msg, span submitSpan, policy string, answer func() answer) {
 	n.slow <- struct{}{}
 	n.running.Add(1)
 	go func() {
@@ -154,8 +163,14 @@ func (n *natsIngress) block(m *nats.Msg, answer func() answer) {
 			n.running.Add(-1)
 			<-n.slow
 		}()
-		n.reply(m, answer())
+		n.answer(m, span, policy, answer(), true)
 	}()
+}
+
+// answer replies a to m and ends the submission's telemetry.
+func (n *natsIngress) answer(m *nats.Msg, span submitSpan, policy string, a answer, known bool) {
+	n.in.tel.end(span, policy, a, known)
+	n.reply(m, a)
 }
 
 func (n *natsIngress) reply(m *nats.Msg, a answer) {
@@ -250,6 +265,5 @@ func (n *natsIngress) submission(m *nats.Msg) (submission, answer, bool) {
 		key:         key,
 		payload:     m.Data,
 		idempotency: m.Header.Get("Idempotency-Key"),
-		traceparent: m.Header.Get(queue.HeaderTrace),
 	}, answer{}, true
 }

@@ -1,12 +1,25 @@
-// Package jobs keeps the records behind GET /v1/jobs/{id}: what happened to
-// a job after it was admitted (delivered, a failed attempt, deferred,
-// dead-lettered), in a JetStream key-value bucket whose entries expire.
+// Package jobs answers GET /v1/jobs/{id}: where a job is, from as little
+// kept state as possible.
 //
-// Admission writes no record: a job's id names its queue and sequence
-// (queue.JobID), and while the job is stored there it is queued. A record
-// appears when something happens to the job. Records are written without
-// waiting for JetStream, so a record may lag or, rarely, miss a step; the
-// job itself never depends on its record.
+// Most of a job's status is derived, not stored. A job's id names its
+// queue's stream and its sequence there (queue.JobID): while the job is
+// stored there it is queued, and once it is gone it was delivered, unless a
+// record says otherwise. Records are kept only for what cannot be derived:
+// a deferred job (its id is its own), a failed delivery attempt, a dead
+// letter, and the delivery of a job that had a record before. Memory
+// therefore does not grow with the jobs delivered, however long a shaper
+// runs.
+//
+// The records live in one stream, SHAPER_JOBS, one subject per job
+// (shaper.jobs.<id>, the latest record only), bounded by age (Config.TTL
+// after a record's last change) and by count (Config.MaxRecords, the
+// oldest going first). A derived "delivered" is only sound while every
+// record written since the job was admitted is still kept: horizon marks
+// (horizon.go) say up to which sequence of a queue that holds, and a job
+// past the horizon is answered 404, never a guess.
+//
+// Records are written without waiting for JetStream (Put), except a dead
+// letter's (Write), which must be kept before its job leaves the queue.
 package jobs
 
 import (
@@ -15,21 +28,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/queue"
-	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 )
 
-// DefaultTTL is how long a job record answers after its last change.
-const DefaultTTL = 24 * time.Hour
+// Defaults for the zero Config.
+const (
+	// DefaultTTL is how long a record is kept after its last change, and
+	// so the longest a delivered job's status can be asked for.
+	DefaultTTL = 24 * time.Hour
+	// DefaultMaxRecords bounds the records kept; past it the oldest go.
+	DefaultMaxRecords = 100_000
+)
 
-// Bucket is the key-value bucket of the job records.
-const Bucket = "SHAPER_JOBS"
+// Stream is the stream of the job records.
+const Stream = "SHAPER_JOBS"
+
+const subjectRoot = "shaper.jobs."
 
 // Status is where a job is.
 type Status string
@@ -42,11 +61,12 @@ const (
 	Dead      Status = "dead"
 )
 
-// Record is what GET /v1/jobs/{id} shows.
+// Record is what GET /v1/jobs/{id} shows. A delivered job whose status is
+// derived has no key and no time: neither is kept.
 type Record struct {
 	ID        string    `json:"id"`
 	Policy    string    `json:"policy"`
-	Key       string    `json:"key"`
+	Key       string    `json:"key,omitempty"`
 	Status    Status    `json:"status"`
 	Deferrals int       `json:"deferrals,omitempty"`
 	Attempts  int       `json:"delivery_attempts,omitempty"`
@@ -54,38 +74,78 @@ type Record struct {
 	Reason    string    `json:"reason,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	History   []string  `json:"history,omitempty"`
-	Updated   time.Time `json:"updated"`
+	Updated   time.Time `json:"updated,omitzero"`
 }
 
-// Store keeps job records. Writes are plain publishes to the bucket's
-// subject, without waiting for the stream's ack: they cost the delivery
-// path no round trip and can never stall it, and a lost write only makes a
-// record stale. A nil *Store keeps nothing. Safe for concurrent use.
+// derivable reports whether r says only what the job's queue says without
+// it: the first delivery of a job named after its place in the queue.
+func (r *Record) derivable() bool {
+	_, _, named := queue.ParseJobID(r.ID)
+	return named && r.Status == Delivered && r.Attempts <= 1 && r.Deferrals == 0
+}
+
+// Config holds a Store's settings; the zero value means the defaults.
+type Config struct {
+	TTL        time.Duration // default DefaultTTL
+	MaxRecords int64         // default DefaultMaxRecords
+	Replicas   int           // replicas of the stream, default 1
+	Logger     *slog.Logger
+}
+
+// Store keeps job records. A nil *Store keeps nothing. Safe for concurrent
+// use.
 type Store struct {
-	nc  *nats.Conn
-	kv  jetstream.KeyValue
-	log *slog.Logger
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	log    *slog.Logger
 }
 
-// Open creates or binds the bucket of job records, whose entries expire
-// ttl after their last change.
-func Open(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, log *slog.Logger) (*Store, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      Bucket,
-		Description: "shaper job records",
-		TTL:         ttl,
-		History:     1,
-		Replicas:    replicas,
-	})
+// Open creates or updates the stream of job records.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.MaxRecords <= 0 {
+		cfg.MaxRecords = DefaultMaxRecords
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfgs := jetstream.StreamConfig{
+		Name:              Stream,
+		Description:       "shaper job records: what cannot be derived from the queues",
+		Subjects:          []string{subjectRoot + ">"},
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgsPerSubject: 1,
+		MaxMsgs:           cfg.MaxRecords,
+		MaxAge:            cfg.TTL,
+		Replicas:          max(cfg.Replicas, 1),
+		Duplicates:        min(cfg.TTL, 2*time.Minute),
+		AllowDirect:       false, // a lagging replica could miss a dead letter's record
+	}
+	// Create first: creating is idempotent, while an update racing another
+	// shaper's creation of the same new stream can go unanswered.
+	st, err := js.CreateStream(ctx, cfgs)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		st, err = js.UpdateStream(ctx, cfgs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("job records: %w", err)
 	}
-	return &Store{nc: js.Conn(), kv: kv, log: log}, nil
+	return &Store{cfg: cfg, nc: js.Conn(), js: js, stream: st, log: cfg.Logger}, nil
 }
 
-// Put writes r, stamped now, without waiting.
+func recordSubject(id string) string { return subjectRoot + id }
+
+// Put keeps r, stamped now, without waiting for JetStream: it costs the
+// delivery path no round trip and can never stall it; a lost write only
+// makes a record stale. A record that says only what can be derived (the
+// first delivery of a job named after its place) is not kept.
 func (s *Store) Put(r Record) {
-	if s == nil {
+	if s == nil || r.derivable() || !queue.ValidJobID(r.ID) {
 		return
 	}
 	r.Updated = time.Now().UTC()
@@ -93,75 +153,49 @@ func (s *Store) Put(r Record) {
 	if err != nil {
 		return
 	}
-	if err := s.nc.Publish("$KV."+Bucket+"."+r.ID, b); err != nil {
+	if err := s.nc.Publish(recordSubject(r.ID), b); err != nil {
 		s.log.Debug("job record", "id", r.ID, "err", err)
 	}
 }
 
-// Get returns the record of job id; jetstream.ErrKeyNotFound when there is none.
+// Write keeps r, stamped now, and returns once JetStream has stored it.
+func (s *Store) Write(ctx context.Context, r Record) error {
+	if s == nil || r.derivable() {
+		return nil
+	}
+	if !queue.ValidJobID(r.ID) {
+		return fmt.Errorf("job record: bad id %q", r.ID)
+	}
+	r.Updated = time.Now().UTC()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.js.Publish(ctx, recordSubject(r.ID), b); err != nil {
+		return fmt.Errorf("job record %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// ErrNotFound is returned for a job nothing is known of: never made, or
+// past the horizon.
+var ErrNotFound = errors.New("no such job")
+
+// Get returns the record of job id; ErrNotFound when there is none.
 func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
-	e, err := s.kv.Get(ctx, id)
+	if !queue.ValidJobID(id) {
+		return nil, ErrNotFound // never used in a subject
+	}
+	m, err := s.stream.GetLastMsgForSubject(ctx, recordSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, ErrNotFound
+	}
 	if err != nil {
 		return nil, err
 	}
 	var r Record
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, err
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, fmt.Errorf("job record %s: %w", id, err)
 	}
 	return &r, nil
-}
-
-// Finder returns the policy and queue whose stream made job id, and the
-// job's sequence there; ok false for an id no queue made.
-type Finder func(id string) (policy string, q *queue.Queue, seq uint64, ok bool)
-
-// Waiting says why the queued jobs of policy wait beyond their turn ("":
-// they do not), as the reason of their status.
-type Waiting func(policy string) string
-
-// Handler serves GET /v1/jobs/{id}.
-func (s *Store) Handler(find Finder, waiting Waiting) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		rec, err := s.find(r.Context(), id, find)
-		if err == nil && rec.Status == Queued && rec.Reason == "" {
-			rec.Reason = waiting(rec.Policy)
-		}
-		switch {
-		case err == nil:
-			httpapi.WriteJSON(w, http.StatusOK, rec)
-		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrInvalidKey):
-			httpapi.Error(w, http.StatusNotFound, "no job "+httpapi.Quote(id)+" (unknown, or its record expired)")
-		default:
-			httpapi.Unavailable(w, "job records", err)
-		}
-	}
-}
-
-// find returns what is known of job id. A job admitted straight into its
-// queue has no record until something happens to it: its id names its
-// queue and sequence, and while it is stored there it is queued. The
-// record is read again after a miss in the queue, since a delivered job's
-// record is written just before the job is removed.
-func (s *Store) find(ctx context.Context, id string, find Finder) (*Record, error) {
-	if !queue.ValidJobID(id) {
-		return nil, jetstream.ErrInvalidKey // never used in a subject
-	}
-	rec, err := s.Get(ctx, id)
-	if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return rec, err
-	}
-	policy, q, seq, ok := find(id)
-	if !ok {
-		return nil, err
-	}
-	m, err := q.Lookup(ctx, seq)
-	switch {
-	case err == nil:
-		return &Record{ID: id, Policy: policy, Key: m.Key, Status: Queued, Updated: m.EnqueuedAt.UTC()}, nil
-	case errors.Is(err, queue.ErrEmpty):
-		return s.Get(ctx, id)
-	default:
-		return nil, err
-	}
 }

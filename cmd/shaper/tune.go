@@ -1,0 +1,257 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper/client"
+	"github.com/shaper-dev/shaper/shaper/replay"
+)
+
+func tuneCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "tune",
+		Usage: "replay a trace through the shaper's own admission and drain for a grid of outflows and queues, and recommend one",
+		Description: `Replays every submission of --trace (see shaper record, producer trace) on a
+virtual clock through the shaper's admission gate and drain scheduler, once per
+candidate: every combination of --outflow, --queue and --total (by default the
+policy's own values, half and twice them), and the policy as it is. Prints a
+table per candidate and, with targets, recommends the cheapest candidate that
+meets them (the lowest outflow, then the smallest queue) and says which target
+binds; exit status 1 when none does. --apply tunes the running shaper to it.`,
+		Flags: append(apiFlags(),
+			&cli.StringFlag{Name: "policy-file", Value: "policies.yaml", Usage: "policy `FILE` (YAML) with the policy to tune", EnvVars: envVar("policy-file")},
+			&cli.StringFlag{Name: "policy", Usage: "`NAME` of the policy to tune (default: the file's only policy)"},
+			&cli.StringFlag{Name: "trace", Required: true, Usage: "trace `FILE` (CSV: at,key,size,outcome)"},
+			&cli.StringFlag{Name: "outflow", Usage: "outflows per key to try, comma-separated `RATES` (default: half, the policy's, twice)"},
+			&cli.StringFlag{Name: "queue", Usage: "queue sizes to try, comma-separated `SIZES` (default: half, the policy's, twice)"},
+			&cli.StringFlag{Name: "total", Usage: "total caps to try, comma-separated `RATES`, none for no cap (default: the policy's, and --downstream-max)"},
+			&cli.DurationFlag{Name: "max-wait", Usage: "target: p99 time in queue at most `D`, e.g. 5s", DefaultText: "no target"},
+			&cli.StringFlag{Name: "max-reject", Usage: "target: at most `PERCENT` of submissions rejected, e.g. 1%", DefaultText: "no target"},
+			&cli.StringFlag{Name: "downstream-max", Usage: "target: at most `RATE` deliveries over all keys, e.g. 300/s", DefaultText: "no target"},
+			&cli.StringFlag{Name: "plot", Usage: "draw queue depth and time in queue over the trace (current and recommended) and the reject/wait trade-off into `FILE.svg`"},
+			&cli.BoolFlag{Name: "apply", Usage: "tune the running shaper (--http, --admin-token) to the recommendation"},
+			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
+			&cli.IntFlag{Name: "parallel", Value: runtime.GOMAXPROCS(0), Usage: "candidates replayed at once"},
+			&cli.IntFlag{Name: "max-payload", Value: 1 << 20, Usage: "largest job payload, in bytes, as the shaper's --max-payload"},
+		),
+		Action: runTune,
+	}
+}
+
+// tuning is what one run of shaper tune was asked.
+type tuning struct {
+	set        *policies.Set
+	policy     string
+	trace      string
+	grid       replay.Grid
+	targets    replay.Targets
+	hasTargets bool
+}
+
+func tuningFrom(c *cli.Context) (tuning, error) {
+	t := tuning{trace: c.String("trace"), policy: c.String("policy")}
+	set, err := policies.Load(c.String("policy-file"))
+	if err != nil {
+		return t, cli.Exit("tune: "+err.Error(), 2)
+	}
+	t.set = set
+	if t.policy == "" {
+		all := set.Policies()
+		if len(all) != 1 {
+			return t, cli.Exit(fmt.Sprintf("tune: --policy: %s has %d policies, say which to tune", c.String("policy-file"), len(all)), 2)
+		}
+		t.policy = all[0].Name
+	}
+	p, ok := set.Lookup(t.policy)
+	if !ok {
+		return t, cli.Exit(fmt.Sprintf("tune: --policy: %s has no policy %q", c.String("policy-file"), t.policy), 2)
+	}
+	f, err := os.Open(t.trace)
+	if err != nil {
+		return t, cli.Exit("tune: --trace: "+err.Error(), 2)
+	}
+	f.Close()
+	if t.targets, t.hasTargets, err = targetsFrom(c); err != nil {
+		return t, cli.Exit("tune: "+err.Error(), 2)
+	}
+	if t.grid, err = gridFrom(c, p, t.targets); err != nil {
+		return t, cli.Exit("tune: "+err.Error(), 2)
+	}
+	return t, nil
+}
+
+func targetsFrom(c *cli.Context) (replay.Targets, bool, error) {
+	var t replay.Targets
+	if c.IsSet("max-wait") {
+		if t.MaxWait = c.Duration("max-wait"); t.MaxWait <= 0 {
+			return t, false, fmt.Errorf("--max-wait %s: want a positive duration", t.MaxWait)
+		}
+	}
+	if c.IsSet("max-reject") {
+		s := strings.TrimSpace(c.String("max-reject"))
+		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+		if err != nil || !(v >= 0 && v <= 100) {
+			return t, false, fmt.Errorf("--max-reject %q: want a percentage from 0 to 100, such as 1%%", s)
+		}
+		v /= 100
+		t.MaxReject = &v
+	}
+	if c.IsSet("downstream-max") {
+		r, err := policies.ParseRate(c.String("downstream-max"))
+		if err != nil {
+			return t, false, fmt.Errorf("--downstream-max: %w", err)
+		}
+		t.DownstreamMax = r.PerSecond()
+	}
+	return t, t != (replay.Targets{}), nil
+}
+
+// gridFrom returns the candidates' values the flags ask for, or those
+// around policy p.
+func gridFrom(c *cli.Context, p policies.Policy, t replay.Targets) (replay.Grid, error) {
+	g := replay.Grid{Outflows: replay.RatesAround(p.Outflow, 3), Queues: replay.Around(p.Queue, 3), Totals: []policies.Rate{p.Total}}
+	if c.IsSet("outflow") {
+		g.Outflows = nil
+		for _, s := range splitList(c.String("outflow")) {
+			r, err := policies.ParseRate(s)
+			if err != nil {
+				return g, fmt.Errorf("--outflow: %w", err)
+			}
+			g.Outflows = append(g.Outflows, r)
+		}
+	}
+	if c.IsSet("queue") {
+		g.Queues = nil
+		for _, s := range splitList(c.String("queue")) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return g, fmt.Errorf("--queue: %q is not a queue size (a whole number ≥ 1)", s)
+			}
+			g.Queues = append(g.Queues, n)
+		}
+	}
+	switch {
+	case c.IsSet("total"):
+		g.Totals = nil
+		for _, s := range splitList(c.String("total")) {
+			if s == "none" {
+				g.Totals = append(g.Totals, policies.Rate{})
+				continue
+			}
+			r, err := policies.ParseRate(s)
+			if err != nil {
+				return g, fmt.Errorf("--total: %w (or none)", err)
+			}
+			g.Totals = append(g.Totals, r)
+		}
+	case t.DownstreamMax > 0:
+		r, _ := policies.ParseRate(c.String("downstream-max"))
+		if r.PerSecond() != p.Total.PerSecond() {
+			g.Totals = append(g.Totals, r)
+		}
+	}
+	if len(g.Outflows) == 0 || len(g.Queues) == 0 || len(g.Totals) == 0 {
+		return g, errors.New("--outflow, --queue and --total need at least one value each")
+	}
+	return g, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func runTune(c *cli.Context) error {
+	t, err := tuningFrom(c)
+	if err != nil {
+		return err
+	}
+	candidates, current, err := t.grid.Candidates(t.set, t.policy)
+	if err != nil {
+		return cli.Exit("tune: "+err.Error(), 2)
+	}
+	src := func() (io.ReadCloser, error) { return os.Open(t.trace) }
+	if os.Getenv("GOGC") == "" {
+		// A replay's heap is small and bounded by the keys (tens of MB),
+		// while the garbage collector took a fifth of its CPU: trade a few
+		// times that memory for the time.
+		debug.SetGCPercent(400)
+	}
+	start := time.Now()
+	done := 0
+	results, err := replay.RunAll(c.Context, candidates, src, replay.Config{
+		Parallel:   c.Int("parallel"),
+		Series:     c.IsSet("plot"),
+		MaxPayload: c.Int("max-payload"),
+		Done: func(i int, r *replay.Result) {
+			done++
+			how := "replayed"
+			if r.Derived {
+				how = "known without a replay"
+			}
+			fmt.Fprintf(c.App.ErrWriter, "tune: %d/%d %s (%s) after %.1fs\n", done, len(candidates), how, replay.Describe(r.Policy), time.Since(start).Seconds())
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("tune: %w", err)
+	}
+	choice := replay.Choose(results, t.targets)
+	rep := tuneReport{Trace: t.trace, Policy: t.policy, Current: current, Choice: choice, Results: results, Targets: t.targets, HasTargets: t.hasTargets, Took: time.Since(start)}
+	if c.Bool("json") {
+		err = rep.writeJSON(c.App.Writer)
+	} else {
+		err = rep.write(c.App.Writer)
+	}
+	if err != nil {
+		return err
+	}
+	if c.IsSet("plot") {
+		if err := writePlot(c.String("plot"), &rep); err != nil {
+			return fmt.Errorf("tune: --plot: %w", err)
+		}
+		fmt.Fprintf(c.App.ErrWriter, "tune: plot written to %s\n", c.String("plot"))
+	}
+	if choice.Best < 0 {
+		if t.hasTargets {
+			return cli.Exit("", 1)
+		}
+		return nil
+	}
+	if c.Bool("apply") {
+		return applyTuning(c, results[choice.Best].Policy)
+	}
+	return nil
+}
+
+// applyTuning tunes policy p of the running shaper to the values tune
+// varies.
+func applyTuning(c *cli.Context, p policies.Policy) error {
+	api, err := apiClient(c, time.Minute)
+	if err != nil {
+		return fmt.Errorf("tune: %w", err)
+	}
+	q, total := p.Queue, p.Total
+	live, err := api.SetPolicy(c.Context, p.Name, client.PolicyChange{Outflow: &p.Outflow, Queue: &q, Total: &total})
+	if err != nil {
+		return fmt.Errorf("tune: --apply: %w", apiError(err))
+	}
+	fmt.Fprint(c.App.Writer, "applied: ")
+	showPolicy(c, live)
+	return nil
+}

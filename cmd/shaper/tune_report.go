@@ -1,0 +1,193 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper/replay"
+)
+
+// tuneReport is what shaper tune found.
+type tuneReport struct {
+	Trace      string
+	Policy     string
+	Current    int // index of the policy as it is
+	Choice     replay.Choice
+	Results    []replay.Result
+	Targets    replay.Targets
+	HasTargets bool
+	Took       time.Duration
+}
+
+// write prints the table of candidates and the recommendation.
+func (r *tuneReport) write(w io.Writer) error {
+	cur := &r.Results[r.Current]
+	derived := 0
+	for i := range r.Results {
+		if r.Results[i].Derived {
+			derived++
+		}
+	}
+	fmt.Fprintf(w, "%s: %d submissions over %s, replayed for policy %s under %d candidates in %.1fs\n",
+		r.Trace, cur.Submitted, cur.Span.Round(time.Millisecond), r.Policy, len(r.Results), r.Took.Seconds())
+	if derived > 0 {
+		fmt.Fprintf(w, "%d candidates (marked =) were not replayed: a smaller queue of the same outflow refused no job, so a larger one admits, waits and delivers the same\n", derived)
+	}
+	if cur.Recorded > 0 {
+		fmt.Fprintf(w, "the replay of the current policy decides %s of the %d recorded outcomes as the shaper did\n",
+			replay.Percent(float64(cur.Agreed)/float64(cur.Recorded)), cur.Recorded)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	head := "\toutflow\tqueue\ttotal\taccepted\trejected\tdeferred\tdead\twait p50\twait p99\twait max\tdeepest\tpeak/s key\tpeak/s total\t"
+	if r.HasTargets {
+		head += "meets\t"
+	}
+	fmt.Fprintln(tw, head)
+	for i := range r.Results {
+		res := &r.Results[i]
+		mark := ""
+		best := r.HasTargets && i == r.Choice.Best
+		switch {
+		case best && i == r.Current:
+			mark = "current, best"
+		case best:
+			mark = "best"
+		case i == r.Current:
+			mark = "current"
+		}
+		if res.Derived {
+			mark = strings.TrimSpace(mark + " =")
+		}
+		total := res.Policy.Total.String()
+		if total == "" {
+			total = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t",
+			mark, res.Policy.Outflow, res.Policy.Queue, total, res.Accepted,
+			replay.Percent(res.RejectedShare()), replay.Percent(res.DeferredShare()), res.Dead,
+			short(res.Wait.P50), short(res.Wait.P99), short(res.Wait.Max),
+			res.DeepestQueue, res.PeakKey, res.PeakTotal)
+		if r.HasTargets {
+			meets := "no"
+			if r.Targets.Meets(res) {
+				meets = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t", meets)
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !r.HasTargets {
+		_, err := fmt.Fprintln(w, "no targets given (--max-wait, --max-reject, --downstream-max): nothing to recommend")
+		return err
+	}
+	if r.Choice.Best < 0 {
+		_, err := fmt.Fprintf(w, "no recommendation: %s\n", r.Choice.Reason)
+		return err
+	}
+	best := r.Results[r.Choice.Best].Policy
+	fmt.Fprintf(w, "recommended: %s\n", r.Choice.Reason)
+	if r.Choice.Best == r.Current {
+		fmt.Fprintln(w, "the policy as it is meets the targets: nothing to change")
+	}
+	fmt.Fprintln(w, "policy file lines:")
+	_, err := io.WriteString(w, policyYAML(best))
+	return err
+}
+
+// policyYAML returns the policy file lines of what tune varies in p.
+func policyYAML(p policies.Policy) string {
+	s := "  - name: " + p.Name + "\n    outflow: " + p.Outflow.String() + "\n    queue: " + strconv.Itoa(p.Queue) + "\n"
+	if !p.Total.IsZero() {
+		s += "    total: " + p.Total.String() + "\n"
+	}
+	return s
+}
+
+// short formats a duration for the table.
+func short(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// candidateJSON is one candidate in the JSON report.
+type candidateJSON struct {
+	Outflow      policies.Rate `json:"outflow"`
+	Queue        int           `json:"queue"`
+	Total        policies.Rate `json:"total,omitzero"`
+	Submitted    uint64        `json:"submitted"`
+	Accepted     uint64        `json:"accepted"`
+	Rejected     uint64        `json:"rejected"`
+	Deferred     uint64        `json:"deferred"`
+	Limited      uint64        `json:"limited"`
+	Unavailable  uint64        `json:"unavailable"`
+	Invalid      uint64        `json:"invalid"`
+	Readmitted   uint64        `json:"readmitted"`
+	Dead         uint64        `json:"dead"`
+	Delivered    uint64        `json:"delivered"`
+	WaitP50Ms    float64       `json:"wait_p50_ms"`
+	WaitP99Ms    float64       `json:"wait_p99_ms"`
+	WaitMaxMs    float64       `json:"wait_max_ms"`
+	DeepestQueue int64         `json:"deepest_queue"`
+	PeakKey      int           `json:"peak_per_s_key"`
+	PeakTotal    int           `json:"peak_per_s_total"`
+	Recorded     uint64        `json:"recorded,omitempty"`
+	Agreed       uint64        `json:"agreed,omitempty"`
+	Meets        *bool         `json:"meets,omitempty"`
+}
+
+func (r *tuneReport) writeJSON(w io.Writer) error {
+	out := struct {
+		Trace       string          `json:"trace"`
+		Policy      string          `json:"policy"`
+		SpanSeconds float64         `json:"span_s"`
+		TookSeconds float64         `json:"took_s"`
+		Current     int             `json:"current"`
+		Recommended *int            `json:"recommended"`
+		Binding     string          `json:"binding,omitempty"`
+		Reason      string          `json:"reason,omitempty"`
+		YAML        string          `json:"yaml,omitempty"`
+		Candidates  []candidateJSON `json:"candidates"`
+	}{Trace: r.Trace, Policy: r.Policy, Current: r.Current, TookSeconds: r.Took.Seconds(),
+		SpanSeconds: r.Results[r.Current].Span.Seconds(), Binding: r.Choice.Binding, Reason: r.Choice.Reason}
+	if r.HasTargets && r.Choice.Best >= 0 {
+		out.Recommended = &r.Choice.Best
+		out.YAML = policyYAML(r.Results[r.Choice.Best].Policy)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	for i := range r.Results {
+		res := &r.Results[i]
+		c := candidateJSON{
+			Outflow: res.Policy.Outflow, Queue: res.Policy.Queue, Total: res.Policy.Total,
+			Submitted: res.Submitted, Accepted: res.Accepted, Rejected: res.Rejected, Deferred: res.Deferred,
+			Limited: res.Limited, Unavailable: res.Unavailable, Invalid: res.Invalid,
+			Readmitted: res.Readmitted, Dead: res.Dead, Delivered: res.Delivered,
+			WaitP50Ms: ms(res.Wait.P50), WaitP99Ms: ms(res.Wait.P99), WaitMaxMs: ms(res.Wait.Max),
+			DeepestQueue: res.DeepestQueue, PeakKey: res.PeakKey, PeakTotal: res.PeakTotal,
+			Recorded: res.Recorded, Agreed: res.Agreed,
+		}
+		if r.HasTargets {
+			meets := r.Targets.Meets(res)
+			c.Meets = &meets
+		}
+		out.Candidates = append(out.Candidates, c)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

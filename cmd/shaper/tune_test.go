@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/client"
+	"github.com/shaper-dev/shaper/shaper/traffic"
+)
+
+// tuneFiles writes a policy file and a bursty trace of 20 keys over 30 s,
+// and returns their paths.
+func tuneFiles(t *testing.T) (policyFile, trace string) {
+	t.Helper()
+	dir := t.TempDir()
+	policyFile = filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(policyFile, []byte("policies:\n  - name: orders\n    outflow: 4/s\n    queue: 20\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trace = filepath.Join(dir, "trace.csv")
+	f, err := os.Create(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seq, err := traffic.Synth{Duration: 30 * time.Second, Rate: 40, Keys: 20, Seed: 5,
+		Burst: traffic.Burst{Every: 10 * time.Second, For: 3 * time.Second, Rate: 150}}.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := traffic.NewWriter(f)
+	for r := range seq {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return policyFile, trace
+}
+
+type tuneJSON struct {
+	Current     int    `json:"current"`
+	Recommended *int   `json:"recommended"`
+	Binding     string `json:"binding"`
+	Reason      string `json:"reason"`
+	YAML        string `json:"yaml"`
+	Candidates  []struct {
+		Outflow   string  `json:"outflow"`
+		Queue     int     `json:"queue"`
+		Submitted int     `json:"submitted"`
+		Rejected  int     `json:"rejected"`
+		WaitP99Ms float64 `json:"wait_p99_ms"`
+		Meets     *bool   `json:"meets"`
+	} `json:"candidates"`
+}
+
+func TestTune(t *testing.T) {
+	pf, trace := tuneFiles(t)
+	// Several candidates meet the targets: the lowest outflow, then the
+	// smallest queue is recommended.
+	out, _, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--max-reject", "5%", "--json")
+	if err != nil {
+		t.Fatalf("tune: %v\n%s", err, out)
+	}
+	var rep tuneJSON
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("tune --json: %v\n%s", err, out)
+	}
+	if len(rep.Candidates) != 9 || rep.Recommended == nil {
+		t.Fatalf("tune: %d candidates, recommended %v; want the 3×3 grid and a recommendation\n%s", len(rep.Candidates), rep.Recommended, out)
+	}
+	best := rep.Candidates[*rep.Recommended]
+	meeting := 0
+	for i, c := range rep.Candidates {
+		if !*c.Meets {
+			continue
+		}
+		meeting++
+		if i < *rep.Recommended {
+			t.Errorf("candidate %d (outflow %s, queue %d) meets the targets and comes before the recommended %d (outflow %s, queue %d)",
+				i, c.Outflow, c.Queue, *rep.Recommended, best.Outflow, best.Queue)
+		}
+	}
+	if meeting < 2 || !strings.Contains(rep.YAML, "outflow: "+best.Outflow) || rep.Binding == "" {
+		t.Errorf("%d candidates meet the targets, YAML %q, binding %q: want several, the recommendation's lines, a binding target", meeting, rep.YAML, rep.Binding)
+	}
+
+	// The table and the lines to paste.
+	out, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--max-reject", "5%", "--outflow", "2/s,8/s", "--queue", "10,40")
+	if err != nil {
+		t.Fatalf("tune: %v\n%s", err, out)
+	}
+	for _, want := range []string{"wait p99", "current", "best", "recommended: ", "binds", "policy file lines:\n  - name: orders\n    outflow: 8/s\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tune's output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// No candidate meets the targets: exit 1, naming the one that binds.
+	out, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "100ms", "--max-reject", "0%")
+	if exitCode(err) != 1 || !strings.Contains(out, "no recommendation: no candidate meets") {
+		t.Errorf("unmeetable targets: exit %d, output:\n%s", exitCode(err), out)
+	}
+}
+
+func TestTunePlot(t *testing.T) {
+	pf, trace := tuneFiles(t)
+	plot := filepath.Join(t.TempDir(), "tune.svg")
+	if _, _, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--max-reject", "5%", "--plot", plot); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(b)
+	for _, want := range []string{"<svg", "Queue depth over the trace", "Time in queue over the trace", "Rejections against wait", "current: outflow 4/s, queue 20", "recommended: outflow", "<polyline", "targets", "</svg>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot lacks %q", want)
+		}
+	}
+	if _, _, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--plot", filepath.Join(t.TempDir(), "x.png")); err == nil || !strings.Contains(err.Error(), "svg") {
+		t.Errorf("--plot x.png: %v, want an error asking for .svg", err)
+	}
+}
+
+func TestTuneRefusesBadInput(t *testing.T) {
+	pf, trace := tuneFiles(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--trace", trace, "--max-reject", "200%"}, "--max-reject"},
+		{[]string{"--trace", trace, "--max-wait", "-1s"}, "--max-wait"},
+		{[]string{"--trace", trace, "--outflow", "fast"}, "--outflow"},
+		{[]string{"--trace", trace, "--queue", "0"}, "--queue"},
+		{[]string{"--trace", trace, "--total", "x"}, "--total"},
+		{[]string{"--trace", trace, "--downstream-max", "lots"}, "--downstream-max"},
+		{[]string{"--trace", trace, "--policy", "nope"}, "no policy"},
+		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.csv")}, "--trace"},
+	} {
+		_, _, err := runCLI(t, append([]string{"tune", "--policy-file", pf}, tc.args...)...)
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("tune %q: %v (exit %d), want exit 2 naming %s", tc.args, err, exitCode(err), tc.want)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.csv")
+	os.WriteFile(bad, []byte("at,key,size,outcome\n1,a,1,\n0,a,1,\n"), 0o644)
+	_, _, err := runCLI(t, "tune", "--policy-file", pf, "--trace", bad)
+	if err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("a trace going back in time: %v, want an error naming line 3", err)
+	}
+}
+
+// --apply tunes the running shaper to the recommendation.
+func TestTuneApply(t *testing.T) {
+	pf, trace := tuneFiles(t)
+	set := testenv.Policies(t, "policies:\n  - name: orders\n    outflow: 4/s\n    queue: 20\n")
+	s := testenv.Shaper(t, shaper.Config{Policies: set, AdminToken: "secret"})
+	out, _, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--max-reject", "5%",
+		"--outflow", "2/s,8/s", "--queue", "10,40", "--apply", "--http", s.HTTPAddr(), "--admin-token", "secret")
+	if err != nil {
+		t.Fatalf("tune --apply: %v\n%s", err, out)
+	}
+	api, err := client.New("http://"+s.HTTPAddr(), client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := api.Policy(t.Context(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "applied: orders: outflow "+p.Outflow.String()) || p.Outflow.String() != "8/s" || !p.Override {
+		t.Errorf("after --apply the shaper's policy is %s, queue %d (override %v); output:\n%s", p.Outflow, p.Queue, p.Override, out)
+	}
+	_, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--apply", "--http", s.HTTPAddr())
+	if err == nil || !strings.Contains(err.Error(), "admin-token") {
+		t.Errorf("--apply without the admin token: %v, want a 401 naming --admin-token", err)
+	}
+}

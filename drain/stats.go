@@ -1,0 +1,65 @@
+package drain
+
+import "time"
+
+// Stats is a snapshot of a Drainer's figures.
+type Stats struct {
+	Keys      int    `json:"keys"`      // keys with jobs queued
+	Queued    int64  `json:"queued"`    // jobs queued over all keys (including those in delivery)
+	Delivered uint64 `json:"delivered"` // deliveries accepted by the sink
+	Failed    uint64 `json:"failed"`    // delivery attempts that failed
+	Dead      uint64 `json:"dead"`      // jobs dead-lettered by this drainer since start
+	InFlight  int    `json:"in_flight"` // steps running now
+	// Retries counts the attempts that retried a failed job, delivered or
+	// failed again (they count in Delivered or Failed too): the slots the
+	// retry budget gave. Retries/(Delivered+Failed) is the share of the
+	// attempts they took, at most Pace.Retry.Budget while fresh jobs wait.
+	Retries uint64 `json:"retries"`
+	// RetriesDeferred counts the slots in which a retry was due but a fresh
+	// job went, because the key's retry budget was spent.
+	RetriesDeferred uint64 `json:"retries_deferred"`
+	// SteppedAside is the number of failed jobs waiting now for a retry
+	// while the fresh jobs of their key go on.
+	SteppedAside int `json:"stepped_aside"`
+}
+
+// Stats returns the Drainer's current figures. A delivery or dead letter
+// counts from just before its event is reported.
+func (d *Drainer) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := Stats{Queued: d.queued, Delivered: d.delivered.Load(), Failed: d.failures.Load(), Dead: d.dead.Load(),
+		InFlight: d.inflight, Retries: d.retries, RetriesDeferred: d.retriesDeferred}
+	for _, k := range d.keys {
+		if k.depth > 0 {
+			st.Keys++
+		}
+		st.SteppedAside += len(k.aside)
+	}
+	return st
+}
+
+// KeyStatus is what a Drainer can tell about one key, for the answers to
+// producers.
+type KeyStatus struct {
+	Queued  int64         // jobs stored for the key, as far as the drainer has seen
+	Waiting int64         // of those, jobs not yet delivered
+	Seen    uint64        // highest sequence of the key the drainer has seen stored
+	RoomIn  time.Duration // time until a slot of the key frees
+	NextIn  time.Duration // time until the key's next delivery may start
+	// Retrying is the number of the key's failed jobs waiting for a retry
+	// or their dead letter: stepped aside, or at the head of the key.
+	Retrying int
+}
+
+// Key returns the status of the key with token token at now. For a key the
+// Drainer has not seen, Queued is 0 and RoomIn is one outflow interval.
+func (d *Drainer) Key(token string, now time.Time) KeyStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := d.keys[token]
+	if k == nil {
+		return KeyStatus{RoomIn: d.pace.Interval}
+	}
+	return k.status(now, d.hold)
+}

@@ -1,0 +1,164 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Msg is a job read back from the queue, with every field of its Job
+// filled in (ID, Key, EnqueuedAt and Attempt derived when not stored).
+type Msg struct {
+	Seq   uint64 // stream sequence; pass it to Remove
+	Token string // the key's subject token
+	Job
+}
+
+// Headers returns the headers the job travels with once it leaves the
+// queue (to a delivery, a dead letter): its own non-NATS headers plus
+// Shaper-Job-Id, Shaper-Policy, Shaper-Key, Shaper-Enqueued-At and
+// Shaper-Attempt for policy.
+func (m *Msg) Headers(policy string) nats.Header {
+	h := JobHeader(m.Header)
+	h[HeaderJobID] = []string{m.ID}
+	h[HeaderPolicy] = []string{policy}
+	h[HeaderKey] = []string{m.Key}
+	h[HeaderEnqueuedAt] = []string{m.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+	h[HeaderAttempt] = []string{strconv.Itoa(m.Attempt)}
+	return h
+}
+
+// Next returns the first job of key token with a sequence at or after from,
+// or an error wrapping ErrEmpty when there is none. Jobs of one key come back
+// in the order they were admitted.
+func (q *Queue) Next(ctx context.Context, token string, from uint64) (*Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	raw, err := q.stream.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(q.prefix+token))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, ErrEmpty
+		}
+		return nil, classify("queue: next", err)
+	}
+	return q.decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
+}
+
+// Get returns the job stored at seq, which must be a job of key token; an
+// error wrapping ErrEmpty when it is gone. Unlike Next it is one index
+// lookup, however many other keys' jobs are stored after it.
+func (q *Queue) Get(ctx context.Context, token string, seq uint64) (*Msg, error) {
+	m, err := q.Lookup(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	if m.Token != token {
+		return nil, fmt.Errorf("queue: get %d: %w: it belongs to %s, not %s", seq, ErrEmpty, q.Subject(m.Token), q.Subject(token))
+	}
+	return m, nil
+}
+
+// LastSeq returns the sequence of the last job the stream stored, as its
+// leader sees it now.
+func (q *Queue) LastSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	info, err := q.stream.Info(ctx)
+	if err != nil {
+		return 0, classify("queue: last sequence", err)
+	}
+	q.setEpoch(info.Created)
+	return info.State.LastSeq, nil
+}
+
+// Lookup returns the job stored at seq, whatever its key; an error wrapping
+// ErrEmpty when there is none.
+func (q *Queue) Lookup(ctx context.Context, seq uint64) (*Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	raw, err := q.stream.GetMsg(ctx, seq)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, ErrEmpty
+		}
+		return nil, classify("queue: lookup", err)
+	}
+	token := q.Token(raw.Subject)
+	if token == "" {
+		return nil, fmt.Errorf("queue: lookup %d: %w: %s is not a key's subject", seq, ErrEmpty, raw.Subject)
+	}
+	return q.decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
+}
+
+func (q *Queue) decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
+	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: data, Header: h}}
+	m.ID = h.Get(HeaderJobID)
+	if m.ID == "" {
+		m.ID = q.JobID(seq)
+	}
+	m.Key = h.Get(HeaderKey)
+	if m.Key == "" {
+		m.Key, _ = DecodeKey(token)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, h.Get(HeaderEnqueuedAt)); err == nil {
+		m.EnqueuedAt = t
+	} else {
+		m.EnqueuedAt = stored
+	}
+	m.Attempt, _ = strconv.Atoi(h.Get(HeaderAttempt))
+	if m.Attempt <= 0 {
+		m.Attempt = 1
+	}
+	return m
+}
+
+// Remove deletes the job stored at seq, freeing its key's slot. Removing a
+// job that is already gone is not an error.
+func (q *Queue) Remove(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	err := q.stream.DeleteMsg(ctx, seq)
+	if err != nil && (strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "no message found")) {
+		return nil
+	}
+	return classify("queue: remove", err)
+}
+
+// Depths returns the number of jobs stored per key, read from the stream
+// (exact, but one JetStream request over every subject: not for a hot path).
+func (q *Queue) Depths(ctx context.Context) (map[string]uint64, error) {
+	byToken, err := q.TokenDepths(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]uint64, len(byToken))
+	for t, n := range byToken {
+		if k, err := DecodeKey(t); err == nil {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+// TokenDepths is Depths keyed by key token.
+func (q *Queue) TokenDepths(ctx context.Context) (map[string]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(q.prefix+"*"))
+	if err != nil {
+		return nil, classify("queue: depths", err)
+	}
+	out := make(map[string]uint64, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		if t := q.Token(subj); t != "" {
+			out[t] = n
+		}
+	}
+	return out, nil
+}

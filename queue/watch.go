@@ -1,0 +1,137 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Notice says that a job was stored: its key's token and its sequence.
+type Notice struct {
+	Token string
+	Seq   uint64
+}
+
+// Key returns the key the notice's token encodes, and an error for a token
+// no key encodes to (a message published to the queue's subjects by
+// something other than Admit). Decoding costs a little: a watcher calls it
+// when it first meets a token, not for every job.
+func (n Notice) Key() (string, error) { return DecodeKey(n.Token) }
+
+// Watch calls fn, in stream order and from one goroutine at a time, for
+// every job in the queue now and every job stored later, until ctx ends. It
+// reads headers only, so its cost does not grow with payload size. A job
+// removed before Watch reaches it is skipped.
+//
+// Drainers depend on Watch to learn of every job, so it heals itself: when
+// the stream has stored jobs past the last one reported and nothing has been
+// reported for WatchStall, or when its consumer closes, it starts a new
+// ordered consumer from the job after the last one reported. (nats.go's
+// ordered consumer can hang in its own reset, holding its lock, after a
+// stream leader is lost: the stalled one is abandoned, not waited for.)
+func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
+	var (
+		mu       sync.Mutex
+		gen      int       // generation of the consumer allowed to report
+		last     uint64    // last stream sequence reported
+		floor    uint64    // no job up to here is waiting to be reported
+		progress time.Time // when last changed, or floor was raised
+	)
+	handler := func(g int) func(jetstream.Msg) {
+		return func(m jetstream.Msg) {
+			md, err := m.Metadata()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if g != gen || md.Sequence.Stream <= last {
+				return
+			}
+			last, progress = md.Sequence.Stream, time.Now()
+			token := q.Token(m.Subject())
+			if token == "" {
+				return
+			}
+			fn(Notice{Token: token, Seq: md.Sequence.Stream})
+		}
+	}
+	check := time.NewTicker(WatchStall / 3)
+	defer check.Stop()
+	var current jetstream.ConsumeContext
+	defer func() {
+		if current != nil {
+			go current.Stop() // may block in a hung consumer: never wait for it
+		}
+	}()
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(min(time.Duration(attempt)*250*time.Millisecond, 2*time.Second)):
+			}
+		}
+		mu.Lock()
+		gen++
+		g, from := gen, last+1
+		mu.Unlock()
+		if current != nil {
+			q.cfg.Logger.Warn("queue: restarting the watch", "stream", q.Stream(), "from", from)
+			go current.Stop()
+			current = nil
+		}
+		before, _ := q.LastSeq(ctx)
+		cons, err := q.js.OrderedConsumer(ctx, q.Stream(), jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:   from,
+			HeadersOnly:   true,
+		})
+		if err != nil {
+			continue
+		}
+		cc, err := cons.Consume(handler(g))
+		if err != nil {
+			continue
+		}
+		current = cc
+		mu.Lock()
+		progress = time.Now()
+		if info := cons.CachedInfo(); info != nil && info.NumPending == 0 && before > floor {
+			floor = before // nothing stored up to `before` is left to report
+		}
+		mu.Unlock()
+	watch:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-cc.Closed():
+				break watch
+			case <-check.C:
+				mu.Lock()
+				stalled := time.Since(progress) >= WatchStall
+				reported := max(last, floor)
+				mu.Unlock()
+				if !stalled {
+					continue
+				}
+				stored, err := q.LastSeq(ctx)
+				if err != nil || stored <= reported {
+					mu.Lock()
+					progress = time.Now() // caught up (or cannot tell): look again later
+					mu.Unlock()
+					continue
+				}
+				break watch // jobs stored and none reported for WatchStall
+			}
+		}
+	}
+	return nil
+}
+
+// WatchStall is how long Watch lets its consumer sit with jobs pending and
+// nothing reported before it recreates it.
+const WatchStall = 3 * time.Second

@@ -1,0 +1,74 @@
+package shaper_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// A job admitted straight into its queue has no record: GET /v1/jobs/{id}
+// finds it in its queue by the id, and after delivery by its absence from
+// the queue (a sequence below the last one, no longer stored).
+func TestJobStatusWithoutRecord(t *testing.T) {
+	r := start(t, `
+policies:
+  - name: slow
+    outflow: 4/s
+    queue: 10
+    overflow: reject
+`)
+	wait := collect(t, r.nc, "shaper.out.slow.>")
+	get := func(id string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(r.base + "/v1/jobs/" + url.PathEscape(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	var ids []string
+	for i := range 4 {
+		a := r.post(t, "slow", "k", []byte(fmt.Sprint(i)))
+		if a.code != http.StatusAccepted {
+			t.Fatalf("POST #%d = %d %v", i, a.code, a.body)
+		}
+		ids = append(ids, a.body["id"].(string))
+	}
+	// The last job waits about 750 ms behind the others.
+	if code, body := get(ids[3]); code != http.StatusOK || body["status"] != "queued" || body["key"] != "k" || body["policy"] != "slow" {
+		t.Errorf("GET /v1/jobs/%s right after 202 = %d %v, want 200 queued, key k, policy slow", ids[3], code, body)
+	}
+	got := wait(4, 10*time.Second)
+	for i, m := range got {
+		if m.Header.Get(queue.HeaderJobID) != ids[i] {
+			t.Errorf("delivery %d has id %q, want %q", i, m.Header.Get(queue.HeaderJobID), ids[i])
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, body := get(ids[3])
+		if code == http.StatusOK && body["status"] == "delivered" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /v1/jobs/%s after delivery = %d %v, want delivered", ids[3], code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// An id of the same form that names no stored job, and hostile ids.
+	epoch, _, _ := strings.Cut(ids[3], "-")
+	for _, id := range []string{epoch + "-zz", epoch + "-0", epoch + "-", "-1", "nosuchjob", "a.b", "*", strings.Repeat("x", 10000)} {
+		if code, body := get(id); code != http.StatusNotFound {
+			t.Errorf("GET /v1/jobs/%.40q = %d %v, want 404", id, code, body)
+		}
+	}
+}

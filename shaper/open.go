@@ -1,0 +1,151 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper/internal/cluster"
+	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
+	"github.com/shaper-dev/shaper/shaper/internal/jobs"
+)
+
+// open opens the job records, the cluster's buckets, every policy's
+// pipeline and dead letters, applies the stored overrides and starts the
+// leases; on an error the caller stops what was started (Run's abort).
+func (s *Shaper) open(runCtx context.Context) error {
+	// Creating or binding the stores retries until the start-up deadline;
+	// what runs afterwards lives with runCtx.
+	ctx, cancel := context.WithTimeoutCause(runCtx, s.cfg.StartTimeout, errors.New("the start-up deadline passed"))
+	defer cancel()
+	err := s.retry(ctx, "opening the job records", func(ctx context.Context) (err error) {
+		s.jobs, err = jobs.Open(ctx, s.js, jobs.Config{
+			TTL:        s.cfg.JobTTL,
+			MaxRecords: s.cfg.JobRecords,
+			Replicas:   s.cfg.Replicas,
+			Logger:     s.log,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("shaper: %w", err)
+	}
+	err = s.retry(ctx, "opening the leases and overrides", func(ctx context.Context) (err error) {
+		s.cluster, err = cluster.Open(ctx, s.js, cluster.Config{
+			Instance: s.cfg.InstanceID,
+			LeaseTTL: s.cfg.LeaseTTL,
+			Replicas: s.cfg.Replicas,
+			Logger:   s.log,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("shaper: %w", err)
+	}
+	err = s.retry(ctx, "claiming the instance id", func(ctx context.Context) error { return s.cluster.Claim(ctx, s.HTTPAddr()) })
+	if err != nil {
+		if errors.Is(err, cluster.ErrInstanceInUse) {
+			return &ConfigError{Field: "InstanceID", Err: err}
+		}
+		return fmt.Errorf("shaper: claim instance id: %w", err)
+	}
+	s.dead = deadletter.New(s.js, deadletter.Config{
+		Replicas:   s.cfg.Replicas,
+		MaxPayload: s.cfg.MaxPayload,
+		Logger:     s.log,
+		Jobs:       s.jobs,
+		Policies:   s.policies.names,
+		Replay:     s.ingress.Submit,
+		Tracer:     s.tracer,
+	})
+	s.policies.setDeadCount(s.dead.Count)
+	var firsts []<-chan struct{}
+	for _, p := range s.cfg.Policies.Policies() {
+		first, err := s.serve(runCtx, ctx, p)
+		if err != nil {
+			return err
+		}
+		firsts = append(firsts, first)
+	}
+	var follow func()
+	err = s.retry(ctx, "watching the policy overrides", func(context.Context) (err error) {
+		follow, err = s.cluster.WatchOverrides(runCtx, func(name string, p *policies.Policy) {
+			if err := s.policies.override(runCtx, name, p, s.log); err != nil {
+				s.log.Error("policy override not applied", "policy", name, "err", err)
+			}
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("shaper: %w", err)
+	}
+	s.starting.at("taking the drain leases")
+	s.background.Go(follow)
+	s.background.Go(func() { s.cluster.KeepMembership(runCtx) })
+	s.background.Go(func() { s.policies.sweep(runCtx) })
+	s.background.Go(func() { s.series.Run(runCtx) })
+	s.background.Go(func() { s.dead.KeepCounts(runCtx, deadCountInterval) })
+	// A lone shaper drains from the moment it is ready.
+	for _, first := range firsts {
+		<-first
+	}
+	return nil
+}
+
+// serve opens p's pipeline (retrying until openCtx ends), adds it to the
+// policy table and starts holding its drain lease (until runCtx ends or the
+// policy is removed). The returned channel is closed once the first
+// attempt at the lease is over.
+func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-chan struct{}, error) {
+	var line *pipeline
+	err := s.retry(openCtx, "opening the streams of policy "+p.Name, func(ctx context.Context) (err error) {
+		line, err = s.openPipeline(runCtx, ctx, p)
+		return err
+	})
+	if err == nil {
+		// Jobs admitted from now on are within the horizon of job status.
+		err = s.retry(openCtx, "marking the job status horizon of policy "+p.Name, func(ctx context.Context) error {
+			return s.jobs.Mark(ctx, p.Name, line.queue)
+		})
+		if err != nil {
+			line.stop(context.Background(), s.log)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shaper: policy %q: %w", p.Name, err)
+	}
+	lctx, cancel := context.WithCancel(runCtx)
+	line.stopLease = cancel
+	s.policies.add(p.Name, line)
+	first := make(chan struct{})
+	s.background.Go(func() {
+		s.cluster.HoldLease(lctx, p.Name, line.setActive, func() { close(first) })
+	})
+	s.background.Go(func() { s.jobs.KeepHorizon(lctx, p.Name, line.queue) })
+	return first, nil
+}
+
+// reportShutdown logs every 2 s what a graceful shutdown still waits for,
+// until the returned function is called.
+func (s *Shaper) reportShutdown() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			args := []any{"deliveries", s.policies.inFlight()}
+			if in, ok := s.ingress.NATSStats(); ok {
+				args = append(args, "nats_submissions", in.Pending+in.Blocking)
+			}
+			s.log.Info("shutting down: still waiting", args...)
+		}
+	}()
+	return func() { close(done) }
+}

@@ -1,0 +1,39 @@
+// Package replay replays a trace of a policy's submissions (package
+// traffic) through the shaper's own admission and drain, on a virtual
+// clock, and recommends an outflow and a queue size from what it finds.
+//
+// # The same code as the shaper
+//
+// A replay is no model of the shaper: it is the shaper's admission gate
+// (shaper/internal/admission.Gate, with its clock injected) over the
+// in-memory queues of package drain (drain.MemQueue, with the same
+// atomic per-key limit as JetStream's), drained by the shaper's drain
+// scheduler driven on the replay's clock (drain.Drainer.Advance). The
+// drainers are configured as the shaper's pipeline configures its own
+// (admission.Pace; a defer policy's deferred jobs re-admitted through
+// Gate.Readmitter), and the gate is swept every 10 s of trace time, as
+// the shaper sweeps it. Only the sink differs: it accepts every delivery
+// and measures it, so a replay says what the shaper would do with a
+// downstream that takes everything it is given.
+//
+// # Streaming
+//
+// Run reads its trace once, as a stream, submitting each row at its time
+// and running every drain step due before it; after the last row it drains
+// what is left. Its memory grows with the keys and their queues, not with
+// the trace's length: wait quantiles come from a fixed-size histogram
+// (within 0.8 %), the peaks from windows of the last second, and the
+// Series for plots keeps at most 1,024 points. RunAll replays a list of
+// candidates in parallel, each reading the trace on its own.
+//
+// # Choosing
+//
+// Grid makes the candidates (every combination of outflows, queues and
+// total caps applied to a policy, validated as the policy file would be).
+// Choose picks the cheapest candidate that meets Targets — a p99 time in
+// queue, a share rejected, a downstream rate — where cheaper means a
+// lower outflow (the downstream's comfort), then a smaller queue, then a
+// lower total cap, and says which target binds: the one the cheaper
+// candidates miss, or, when none meets every target, the one that cannot
+// be met or that stops the candidates meeting the others.
+package replay
