@@ -102,6 +102,31 @@ func slope(samples []rssSample, warm time.Duration) (perJob float64, jobs int, f
 	return perJob, int(last - first), intercept + perJob*first, intercept + perJob*last
 }
 
+// envelope returns the samples at or after warm+window with each one's RSS
+// replaced by the least RSS of the samples in the window before it (and
+// after warm): the trough line under a sawtooth. The embedded JetStream
+// keeps the block a stream is writing in memory until the block is full
+// (8 MB for a queue stream), so RSS rises and falls by several megabytes
+// every 15 s or so at 1,500 jobs a second; a 60-second slope through that
+// sawtooth can read 100 bytes a job or more without any job's memory being
+// kept, while memory that is kept lifts every trough.
+func envelope(samples []rssSample, warm, window time.Duration) []rssSample {
+	var out []rssSample
+	for i, s := range samples {
+		if s.at < warm+window {
+			continue
+		}
+		low := s
+		for j := i; j >= 0 && samples[j].at >= warm && s.at-samples[j].at <= window; j-- {
+			if samples[j].rss < low.rss {
+				low.rss = samples[j].rss
+			}
+		}
+		out = append(out, low)
+	}
+	return out
+}
+
 // median returns the median of vs (reordering them).
 func median(vs []float64) float64 {
 	if len(vs) == 0 {
@@ -110,4 +135,25 @@ func median(vs []float64) float64 {
 	slices.Sort(vs)
 	n := len(vs)
 	return (vs[(n-1)/2] + vs[n/2]) / 2
+}
+
+// TestTroughSlope checks the soak's estimator on made-up samples: a
+// sawtooth like the queue stream's block cache (8 MB every 15 s, at any
+// phase) reads near zero, and the same sawtooth over memory kept at 156
+// bytes a job (the old binary's) reads that.
+func TestTroughSlope(t *testing.T) {
+	const rate, period, amp = 1500, 15.0, 8e6
+	for _, leak := range []float64{0, 156} {
+		for phase := 0.0; phase < period; phase += 2.5 {
+			var samples []rssSample
+			for s := 1; s <= 90; s++ {
+				saw := amp * math.Mod(float64(s)+phase, period) / period
+				samples = append(samples, rssSample{at: time.Duration(s) * time.Second, rss: 50e6 + saw + leak*rate*float64(s), delivered: rate * s})
+			}
+			got, _, _, _ := slope(envelope(samples, 22*time.Second, soakTrough), 0)
+			if math.Abs(got-leak) > 10 {
+				t.Errorf("leak %.0f bytes a job, sawtooth at phase %.1f s: troughs' slope %.1f", leak, phase, got)
+			}
+		}
+	}
 }
