@@ -51,14 +51,12 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	}
 	if counts && t.deadReason == "" {
 		t.failures++
-		if n := retry.Attempts; n > 0 && t.failures >= n && d.cfg.DeadLetter != nil {
-			t.deadReason = d.cfg.FailReason
-		}
+		t.deadReason = d.outOf(t, now)
 	}
 	if deadline := retry.Deadline; deadline > 0 && t.deadReason == "" && d.cfg.DeadLetter != nil {
 		end := t.msg.EnqueuedAt.Add(deadline)
 		if !now.Before(end) {
-			t.deadReason = ReasonDeadline
+			t.deadReason = ReasonDeadline // a failure that did not count
 		} else if now.Add(wait).After(end) {
 			wait = end.Sub(now) // look again when the deadline passes
 		}
@@ -112,16 +110,24 @@ func (d *Drainer) resumed(t *tried, failures int, now time.Time) {
 	t.failures, t.retrying = failures, true
 	t.due = now
 	t.note(fmt.Sprintf("%s resumed after %d failed attempts", now.UTC().Format(time.RFC3339Nano), failures))
-	if d.cfg.DeadLetter == nil {
-		return
-	}
+	t.deadReason = d.outOf(t, now)
+}
+
+// outOf returns the reason to dead-letter the failed job t at now: out of
+// attempts (Config.FailReason) or past its deadline (ReasonDeadline); ""
+// when it may be retried, or when there is no Config.DeadLetter to put it
+// in. d.mu must be held.
+func (d *Drainer) outOf(t *tried, now time.Time) string {
 	retry := d.pace.Retry
 	switch {
-	case retry.Attempts > 0 && failures >= retry.Attempts:
-		t.deadReason = d.cfg.FailReason
+	case d.cfg.DeadLetter == nil:
+		return ""
+	case retry.Attempts > 0 && t.failures >= retry.Attempts:
+		return d.cfg.FailReason
 	case retry.Deadline > 0 && !now.Before(t.msg.EnqueuedAt.Add(retry.Deadline)):
-		t.deadReason = ReasonDeadline
+		return ReasonDeadline
 	}
+	return ""
 }
 
 // note adds a line to t's history, keeping the last maxHistory.

@@ -131,7 +131,7 @@ func (k *keyState) freed(n int) (counted int) {
 			counted++
 		}
 	}
-	k.pend = k.pend[n:]
+	k.pend = append(k.pend[:0], k.pend[n:]...) // keeps its room for the next deliveries
 	return counted
 }
 
@@ -154,7 +154,11 @@ func (k *keyState) readPlan(plan []uint64, from uint64) []uint64 {
 	for i < len(k.seqs) && k.seqs[i] < from {
 		i++
 	}
-	k.seqs = k.seqs[i:]
+	if i == len(k.seqs) {
+		k.seqs = k.seqs[:0] // keeps its room for the next notices
+	} else {
+		k.seqs = k.seqs[i:]
+	}
 	return append(plan, k.seqs[:min(len(k.seqs), readAhead)]...)
 }
 
@@ -162,10 +166,12 @@ func (k *keyState) readPlan(plan []uint64, from uint64) []uint64 {
 // it gives up reading the head (jobs removed by another drainer).
 const readAhead = 4
 
-// forget drops the sequences a read found gone for good.
+// forget drops the sequences a read found gone for good, which the depth
+// may still count (doubt).
 func (k *keyState) forget(missing []uint64) {
 	if len(missing) > 0 {
 		k.seqs = slices.DeleteFunc(k.seqs, func(seq uint64) bool { return slices.Contains(missing, seq) })
+		k.doubt()
 	}
 }
 

@@ -138,7 +138,7 @@ func (d *Drainer) queueBack() {
 		}
 		if k.retry&retryDead != 0 {
 			for i := headJob; i < len(k.aside); i++ {
-				if t := k.job(i); t.msg != nil && t.deadReason != "" && t.due.After(now) {
+				if t := k.job(i); t.waitsDead() && t.due.After(now) {
 					t.due = now
 				}
 			}

@@ -49,6 +49,12 @@ func (k *keyState) job(i int) *tried {
 	return &k.aside[i]
 }
 
+// waitsRetry reports whether t is a failed job waiting for a retry.
+func (t *tried) waitsRetry() bool { return t.msg != nil && t.retrying && t.deadReason == "" }
+
+// waitsDead reports whether t is a job waiting for its dead letter.
+func (t *tried) waitsDead() bool { return t.msg != nil && t.deadReason != "" }
+
 // failing reports whether the key has failed jobs, at its head or aside;
 // most keys have none, and their bookkeeping takes the short way.
 func (k *keyState) failing() bool {
@@ -60,59 +66,52 @@ func (k *keyState) fresh() bool {
 	return k.head.msg != nil && !k.head.retrying && k.head.deadReason == ""
 }
 
+// earliest returns the job of the key, at its head or aside, that waits
+// (as waiting says) with the earliest due, the head first on a tie; ok is
+// false when none waits.
+func (k *keyState) earliest(waiting func(*tried) bool) (i int, due time.Time, ok bool) {
+	if !k.failing() {
+		return 0, time.Time{}, false
+	}
+	for j := headJob; j < len(k.aside); j++ {
+		if t := k.job(j); waiting(t) && (!ok || t.due.Before(due)) {
+			i, due, ok = j, t.due, true
+		}
+	}
+	return i, due, ok
+}
+
 // choose decides what the key attempts at now, if anything is due: job i
 // (headJob, or an index in aside) in the slot scheduled. The fresh head
 // takes the key's slot unless a retry is due in it and the key has a
 // retry's credit, or the budget is unlimited; with no fresh job waiting a
-// due retry goes whatever the credit, so no slot is left unused. deferred
-// says a due retry gave the slot to the fresh head.
+// due retry goes whatever the credit, so no slot is left unused. The retry
+// due is the one that has waited longest (the head first on a tie).
+// deferred says a due retry gave the slot to the fresh head.
 func (k *keyState) choose(now time.Time, unlimited bool) (i int, scheduled time.Time, deferred, ok bool) {
 	if k.next.After(now) {
 		return 0, time.Time{}, false, false
 	}
-	r, retry := k.dueRetry(now)
+	r, due, retry := k.earliest((*tried).waitsRetry)
+	retry = retry && !due.After(now)
 	fresh := k.fresh()
 	switch {
 	case retry && (!fresh || unlimited || k.credit >= 1):
-		return r, maxTime(k.next, k.job(r).due), false, true
+		return r, maxTime(k.next, due), false, true
 	case fresh:
 		return headJob, k.next, retry, true
 	}
 	return 0, time.Time{}, false, false
 }
 
-// dueRetry returns the failed job whose retry is due at now and has waited
-// longest (the head first on a tie), if there is one.
-func (k *keyState) dueRetry(now time.Time) (int, bool) {
-	if !k.failing() {
-		return 0, false
-	}
-	best, ok := 0, false
-	consider := func(i int, t *tried) {
-		if t.msg == nil || !t.retrying || t.deadReason != "" || t.due.After(now) {
-			return
-		}
-		if !ok || t.due.Before(k.job(best).due) {
-			best, ok = i, true
-		}
-	}
-	consider(headJob, &k.head)
-	for i := range k.aside {
-		consider(i, &k.aside[i])
-	}
-	return best, ok
-}
-
-// deadDue returns a job to dead-letter at now, if there is one.
+// deadDue returns a job to dead-letter at now, if there is one: the head
+// first, then the jobs aside in order.
 func (k *keyState) deadDue(now time.Time) (int, bool) {
 	if !k.failing() {
 		return 0, false
 	}
-	if k.head.msg != nil && k.head.deadReason != "" && !k.head.due.After(now) {
-		return headJob, true
-	}
-	for i := range k.aside {
-		if t := &k.aside[i]; t.deadReason != "" && !t.due.After(now) {
+	for i := headJob; i < len(k.aside); i++ {
+		if t := k.job(i); t.waitsDead() && !t.due.After(now) {
 			return i, true
 		}
 	}
@@ -123,40 +122,19 @@ func (k *keyState) deadDue(now time.Time) (int, bool) {
 // it has no job to attempt: the key's slot for a fresh head, and for a
 // retry the later of the slot and the end of its backoff.
 func (k *keyState) attemptAt() (time.Time, bool) {
-	if !k.failing() {
-		return k.next, k.head.msg != nil
-	}
-	var at time.Time
-	ok := false
-	consider := func(t time.Time) {
-		if !ok || t.Before(at) {
-			at, ok = t, true
-		}
-	}
 	if k.fresh() {
-		consider(k.next)
+		return k.next, true
 	}
-	for i := headJob; i < len(k.aside); i++ {
-		if t := k.job(i); t.msg != nil && t.retrying && t.deadReason == "" {
-			consider(maxTime(k.next, t.due))
-		}
+	if _, due, ok := k.earliest((*tried).waitsRetry); ok {
+		return maxTime(k.next, due), true
 	}
-	return at, ok
+	return time.Time{}, false
 }
 
 // deadAt returns when the key next dead-letters a job, and false when none
 // is to be.
 func (k *keyState) deadAt() (time.Time, bool) {
-	if !k.failing() {
-		return time.Time{}, false
-	}
-	var at time.Time
-	ok := false
-	for i := headJob; i < len(k.aside); i++ {
-		if t := k.job(i); t.msg != nil && t.deadReason != "" && (!ok || t.due.Before(at)) {
-			at, ok = t.due, true
-		}
-	}
+	_, at, ok := k.earliest((*tried).waitsDead)
 	return at, ok
 }
 

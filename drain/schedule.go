@@ -241,7 +241,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 	} else if len(s.remove) > 0 {
 		k.pendingAt, k.retry = retryAt, k.retry|retryFree
 	}
-	if s.held {
+	if s.held() {
 		// Not an attempt: the job goes in the key's slot once the slots
 		// before it are freed.
 		k.next, k.retry = maxTime(k.next, retryAt), k.retry|retryHeld
@@ -273,9 +273,6 @@ func (d *Drainer) complete(s *step) (report bool) {
 		}
 	}
 	k.forget(s.missing)
-	if len(s.missing) > 0 {
-		k.doubt()
-	}
 	if s.read {
 		d.applyRead(k, s, now, retryAt)
 	}

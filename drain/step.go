@@ -40,7 +40,6 @@ type step struct {
 
 	// results
 	started   time.Time
-	held      bool // the job was not handed over: a slot before it is not freed
 	err       error
 	deadErr   error
 	removeOK  bool
@@ -49,8 +48,6 @@ type step struct {
 	readErr   error
 	missing   []uint64 // exact sequences found gone
 	failure   *Event   // the failed delivery, reported once complete
-	learnt    bool     // resumeUpTo was asked of the queue
-	resumed   bool     // the head was stored before activation: Resume was asked
 	before    int      // failed attempts of the head before activation, by Resume
 
 	delivery Delivery // what the sink is handed
@@ -62,6 +59,14 @@ func (s *step) reset(k *keyState) *step {
 	*s = step{k: k, remove: remove, exact: exact, missing: missing}
 	return s
 }
+
+// held reports whether s's job was not handed over because a slot before
+// it was not freed.
+func (s *step) held() bool { return s.deliver != nil && len(s.remove) > 0 && !s.removeOK }
+
+// resumed reports whether s read a head stored before activation, which
+// Config.Resume was asked about.
+func (s *step) resumed() bool { return s.resume && s.head != nil && s.head.Seq <= s.resumeUpTo }
 
 // run does s's I/O, without the Drainer's lock, and reports a delivery or
 // a dead letter as soon as it happened.
@@ -78,8 +83,7 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 		}
 	}
 	switch {
-	case s.deliver != nil && len(s.remove) > 0 && !s.removeOK:
-		s.held = true
+	case s.held():
 		s.read = s.read && s.job != headJob // the head stays
 	case s.deliver != nil:
 		s.started = d.clock.Now()
@@ -152,10 +156,9 @@ func (d *Drainer) readHead(ctx, qctx context.Context, s *step) {
 			s.head, s.readErr = nil, fmt.Errorf("drain: resume: %w", err)
 			return
 		}
-		s.resumeUpTo, s.learnt = last, true
+		s.resumeUpTo = last
 	}
-	if s.head.Seq <= s.resumeUpTo {
-		s.resumed = true
+	if s.resumed() {
 		if n := d.cfg.Resume(ctx, s.head); n > 0 {
 			s.before = n
 			s.head.Attempt = max(s.head.Attempt, n+1)
@@ -184,8 +187,8 @@ func (d *Drainer) planRead(k *keyState, s *step) {
 // applyRead applies the read of k's head by s at now; a failed read is
 // tried again at retryAt. d.mu must be held.
 func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
-	if s.learnt && d.resumeUpTo == 0 && s.activation == d.activation {
-		d.resumeUpTo = s.resumeUpTo
+	if d.resumeUpTo == 0 && s.activation == d.activation {
+		d.resumeUpTo = s.resumeUpTo // asked of the queue by s, if not 0
 	}
 	switch {
 	case s.head != nil:
@@ -193,12 +196,13 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 		if s.seek {
 			k.seekFrom = s.head.Seq + 1
 		}
-		if s.resume && s.resumed {
+		switch {
+		case s.resumed():
 			k.resumeLeft--
 			if s.before > 0 {
 				d.resumed(&k.head, s.before, now)
 			}
-		} else if s.resume {
+		case s.resume:
 			k.resumeLeft = 0 // this job and the later ones were stored after activation
 		}
 	case errors.Is(s.readErr, queue.ErrEmpty):

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,17 +15,7 @@ import (
 
 // failoverPolicy drains each key at 20 jobs a second, confirmed by the
 // recorder, so a pause in the deliveries shows within 50 ms.
-const failoverPolicy = `policies:
-  - name: flow
-    outflow: 20/s
-    queue: 1000
-    deliver:
-      confirm: true
-      timeout: 2s
-    retry:
-      backoff: 100ms
-      max_backoff: 1s
-`
+var failoverPolicy = confirmedPolicy("flow", "20/s", 1000)
 
 // TestElectionUnderLoneShaper runs one shaper on a 3-node JetStream
 // cluster and kills, with SIGKILL, the node leading both the policy's
@@ -126,10 +115,7 @@ func TestKill9DrainingShaper(t *testing.T) {
 	ids, _ := submitAll(t, newSubmitter(cfgs[drainer].httpAddr, 15*time.Second), "flow", keys, perKey)
 	waitFor(t, 20*time.Second, "300 deliveries before the kill", func() bool { return rec.delivered() >= 300 })
 	killedAt := time.Now()
-	if err := syscall.Kill(shs[drainer].pid(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	shs[drainer].wait(10 * time.Second)
+	shs[drainer].kill()
 	atKill := rec.delivered()
 	var takeover time.Duration
 	waitFor(t, 20*time.Second, "the other shaper to drain flow", func() bool {
@@ -138,7 +124,7 @@ func TestKill9DrainingShaper(t *testing.T) {
 		return err == nil && ps["flow"].Draining
 	})
 	rep := rec.waitAll(ids, 60*time.Second)
-	resumed := firstAfter(rec.times, killedAt.Add(500*time.Millisecond)).Sub(killedAt)
+	resumed := rec.firstAfter(killedAt.Add(500 * time.Millisecond)).Sub(killedAt)
 	dups := rec.duplicatesByKey()
 	most := 0
 	for _, n := range dups {

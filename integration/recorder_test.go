@@ -167,6 +167,19 @@ func (r *recorder) lastAt() time.Time {
 	return r.times[len(r.times)-1]
 }
 
+// firstAfter returns when the first delivery after t arrived, or the zero
+// time.
+func (r *recorder) firstAfter(t time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, at := range r.times {
+		if at.After(t) {
+			return at
+		}
+	}
+	return time.Time{}
+}
+
 // longestGap returns the longest time without a delivery between since and
 // the last delivery.
 func (r *recorder) longestGap(since time.Time) time.Duration {

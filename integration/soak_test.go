@@ -92,18 +92,15 @@ func TestSoak(t *testing.T) {
 
 // soakResult is what one soak measured.
 type soakResult struct {
-	capacity  float64 // deliveries a second under backlog (0: not measured)
-	rate      float64 // submissions a second asked for
-	accepted  int     // jobs answered 202 in the load phase
-	refused   int     // answered otherwise
-	delivered int     // of those, received by the consumer
-	dups      int     // deliveries beyond the first
-	rss1      float64 // bytes, after one minute of load (or a quarter of it)
-	rss10     float64 // bytes, after ten minutes (or at the end)
-	at1, at10 time.Duration
-	backlog1  int // jobs answered 202 and not yet received at at1, at at10, at most
-	backlog10 int
-	backlog   int
+	capacity  float64       // deliveries a second under backlog (0: not measured)
+	rate      float64       // submissions a second asked for
+	accepted  int           // jobs answered 202 in the load phase
+	refused   int           // answered otherwise
+	delivered int           // of those, received by the consumer
+	dups      int           // deliveries beyond the first
+	early     rssSample     // after one minute of load (or a quarter of it)
+	late      rssSample     // after ten minutes (or at the end)
+	backlog   int           // jobs answered 202 and not yet received, at most
 	behindAt  time.Duration // when the backlog first passed 3 s of load (0: never)
 	perJob    float64       // slope of RSS's troughs over jobs delivered from the warm-up until behindAt, bytes a job
 	rawPerJob float64       // the same through every sample, sawtooth and all
@@ -120,8 +117,8 @@ func (r soakResult) String() string {
 		behind = "from " + r.behindAt.String()
 	}
 	return fmt.Sprintf("capacity %.0f/s, load %.0f/s: %d answered 202 (%d refused), %d received, %d duplicates; RSS %.1f MB at %v, %.1f MB at %v (%+.1f %%); backlog %d and %d jobs then, %d at most, over 3 s of load %s; troughs' slope %.1f bytes a job over %d jobs (%.1f → %.1f MB), every sample's %.1f; CPU %v a job; job status: %s",
-		r.capacity, r.rate, r.accepted, r.refused, r.delivered, r.dups, r.rss1/1e6, r.at1, r.rss10/1e6, r.at10,
-		100*(r.rss10-r.rss1)/r.rss1, r.backlog1, r.backlog10, r.backlog, behind, r.perJob, r.slopeJobs, r.slopeFrom/1e6, r.slopeTo/1e6,
+		r.capacity, r.rate, r.accepted, r.refused, r.delivered, r.dups, r.early.rss/1e6, r.early.at.Round(time.Second), r.late.rss/1e6, r.late.at.Round(time.Second),
+		100*(r.late.rss-r.early.rss)/r.early.rss, r.early.backlog, r.late.backlog, r.backlog, behind, r.perJob, r.slopeJobs, r.slopeFrom/1e6, r.slopeTo/1e6,
 		r.rawPerJob, r.cpuPerJob, r.status)
 }
 
@@ -183,10 +180,7 @@ func soak(t *testing.T, bin string, load time.Duration) soakResult {
 	}
 	res.status = checkDelivered(t, cfg.httpAddr, probe)
 	res.cpuPerJob = cpu / time.Duration(max(res.delivered, 1))
-	var s1, s10 rssSample
-	s1, s10 = sampleAt(samples, min(time.Minute, load/4)), sampleAt(samples, min(10*time.Minute, load))
-	res.at1, res.rss1, res.backlog1 = s1.at.Round(time.Second), s1.rss, s1.backlog
-	res.at10, res.rss10, res.backlog10 = s10.at.Round(time.Second), s10.rss, s10.backlog
+	res.early, res.late = sampleAt(samples, min(time.Minute, load/4)), sampleAt(samples, min(10*time.Minute, load))
 	// A backlog costs memory of its own, and the runtime returns it slowly:
 	// the slope is taken over the stretch before the shaper first fell
 	// more than 3 s of load behind (a machine too busy to keep up).
@@ -256,7 +250,6 @@ func submitPaced(t *testing.T, sub *submitter, rate float64, d time.Duration, an
 		mu   sync.Mutex
 		errs = map[string]int{}
 		wg   sync.WaitGroup
-		next atomic.Int64
 	)
 	tokens := make(chan int64, 1024)
 	start := time.Now()
@@ -285,11 +278,11 @@ func submitPaced(t *testing.T, sub *submitter, rate float64, d time.Duration, an
 		})
 	}
 	interval := time.Duration(float64(time.Second) / rate)
-	for at := start; time.Since(start) < d; at = at.Add(interval) {
+	for i, at := int64(0), start; time.Since(start) < d; i, at = i+1, at.Add(interval) {
 		if wait := time.Until(at); wait > 0 {
 			time.Sleep(wait)
 		}
-		tokens <- next.Add(1) - 1
+		tokens <- i
 	}
 	close(tokens)
 	wg.Wait()
@@ -303,13 +296,9 @@ func submitPaced(t *testing.T, sub *submitter, rate float64, d time.Duration, an
 // "delivered", and says what it found.
 func checkDelivered(t *testing.T, addr string, ids []string) string {
 	t.Helper()
-	c, err := api(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	counts := map[string]int{}
 	for _, id := range ids {
-		j, err := c.Job(context.Background(), id)
+		j, err := jobState(addr, id)
 		switch {
 		case errors.Is(err, client.ErrNotFound):
 			counts["404"]++

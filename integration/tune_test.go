@@ -32,25 +32,28 @@ var tuneDuration = flag.Duration("tune.duration", 40*time.Second, "length of Tes
 func TestTuneFidelity(t *testing.T) {
 	needBinaries(t)
 	for _, tc := range []struct {
-		name, policy string
-		trace        []string
+		name, outflow, queue string
+		trace                []string
 	}{
-		{"steady below rate", "outflow: 4/s\n    queue: 50",
+		{"steady below rate", "4/s", "50",
 			[]string{"--rate", "50/s", "--keys", "20", "--seed", "11"}},
-		{"bursty above rate", "outflow: 5/s\n    queue: 15",
+		{"bursty above rate", "5/s", "15",
 			[]string{"--rate", "20/s", "--keys", "10", "--burst-every", "10s", "--burst-for", "2s", "--burst-rate", "300/s", "--seed", "12"}},
-		{"heavy-tailed keys", "outflow: 3/s\n    queue: 10",
+		{"heavy-tailed keys", "3/s", "10",
 			[]string{"--rate", "100/s", "--keys", "200", "--zipf", "1.3", "--seed", "13"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fidelity(t, "policies:\n  - name: fid\n    "+tc.policy+"\n", append([]string{"--duration", tuneDuration.String()}, tc.trace...))
+			fidelity(t, tc.outflow, tc.queue, append([]string{"--duration", tuneDuration.String()}, tc.trace...))
 		})
 	}
 }
 
-func fidelity(t *testing.T, policyYAML string, traceArgs []string) {
-	cfg := embeddedShaper(t, policyYAML)
+// fidelity checks shaper tune's replay of a trace made with traceArgs
+// against a live run of the same trace, for a policy fid of the given
+// outflow and queue.
+func fidelity(t *testing.T, outflow, queue string, traceArgs []string) {
+	cfg := embeddedShaper(t, "policies:\n  - name: fid\n    outflow: "+outflow+"\n    queue: "+queue+"\n")
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	runBin(t, time.Minute, bins.producer, append([]string{"trace", "--out", trace}, traceArgs...)...)
 
@@ -62,7 +65,7 @@ func fidelity(t *testing.T, policyYAML string, traceArgs []string) {
 		} `json:"candidates"`
 	}
 	out := runBin(t, time.Minute, bins.shaper, "tune", "--policy-file", cfg.policies, "--trace", trace, "--json",
-		"--outflow", between(policyYAML, "outflow: ", "\n"), "--queue", between(policyYAML, "queue: ", "\n"))
+		"--outflow", outflow, "--queue", queue)
 	if err := json.Unmarshal([]byte(out), &predicted); err != nil || len(predicted.Candidates) != 1 {
 		t.Fatalf("shaper tune --json: %v\n%s", err, out)
 	}
@@ -117,13 +120,6 @@ func runBin(t *testing.T, d time.Duration, bin string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s%s", filepath.Base(bin), strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out)
-}
-
-// between returns the text of s between from and to.
-func between(s, from, to string) string {
-	_, rest, _ := strings.Cut(s, from)
-	v, _, _ := strings.Cut(rest, to)
-	return v
 }
 
 // waitMeter is a downstream consumer: it answers every delivery at once

@@ -177,7 +177,7 @@ func TestTwoShapersOnCluster(t *testing.T) {
 		return false
 	})
 	rep := rec.waitAll(accepted, 60*time.Second)
-	resumed := firstAfter(rec.times, killedAt.Add(time.Second)) // the killed shaper delivers nothing a second later
+	resumed := rec.firstAfter(killedAt.Add(time.Second)) // the killed shaper delivers nothing a second later
 	t.Logf("%s took the drain over %v after the kill; deliveries resumed %v after the kill; all delivered %v after the kill",
 		shs[other].name, takeover.Round(time.Millisecond), resumed.Sub(killedAt).Round(time.Millisecond), time.Since(killedAt).Round(time.Millisecond))
 	t.Logf("deliveries of global: %d of %d jobs answered 202, %d deliveries in all, %d duplicate deliveries over %d jobs, %d unknown ids",
@@ -258,14 +258,4 @@ func busiestSecond(times []time.Time) (int, time.Time) {
 		}
 	}
 	return best, at
-}
-
-// firstAfter returns the first of times after t, or the zero time.
-func firstAfter(times []time.Time, t time.Time) time.Time {
-	for _, at := range times {
-		if at.After(t) {
-			return at
-		}
-	}
-	return time.Time{}
 }

@@ -2,7 +2,6 @@ package policies
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 )
@@ -52,7 +51,7 @@ func (b Budget) usable() bool { return b == BudgetOff || b > 0 && b <= 1 }
 // Share returns the share of a key's slots retries may take, 0 when b is
 // BudgetOff: the value of drain.Retry.Budget.
 func (b Budget) Share() float64 {
-	if b == BudgetOff || b < 0 || math.IsNaN(float64(b)) {
+	if !(b > 0) { // BudgetOff, or not a budget (negative, NaN)
 		return 0
 	}
 	return float64(b)

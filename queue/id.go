@@ -38,11 +38,20 @@ func ParseJobID(id string) (epoch int64, seq uint64, ok bool) {
 	if err != nil || epoch <= 0 || strconv.FormatInt(epoch, 36) != e {
 		return 0, 0, false
 	}
-	seq, err = strconv.ParseUint(s, 36, 64)
-	if err != nil || seq == 0 || strconv.FormatUint(seq, 36) != s {
+	if seq, ok = parseSeq(s); !ok {
 		return 0, 0, false
 	}
 	return epoch, seq, true
+}
+
+// parseSeq parses the sequence part of an id JobID made: a positive number
+// in base 36, written as FormatUint writes it.
+func parseSeq(s string) (uint64, bool) {
+	seq, err := strconv.ParseUint(s, 36, 64)
+	if err != nil || seq == 0 || strconv.FormatUint(seq, 36) != s {
+		return 0, false
+	}
+	return seq, true
 }
 
 // MaxJobIDLen bounds the ids ValidJobID accepts. The shaper's ids are at
@@ -64,9 +73,5 @@ func (q *Queue) SeqOf(id string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	seq, err := strconv.ParseUint(rest, 36, 64)
-	if err != nil || seq == 0 || strconv.FormatUint(seq, 36) != rest {
-		return 0, false
-	}
-	return seq, true
+	return parseSeq(rest)
 }

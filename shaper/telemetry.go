@@ -49,8 +49,7 @@ func (o *observedSink) Deliver(ctx context.Context, d *drain.Delivery) error {
 		ctx, span = o.tracer.Start(job, "shaper.deliver "+o.policy, trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithTimestamp(start), trace.WithAttributes(o.attributes(d.Msg)...))
 		d = withTrace(ctx, d) // the consumer continues the delivery's span
-	}
-	if o.tracer == nil && !trace.SpanContextFromContext(jobtrace.Extract(ctx, d.Msg.Header)).IsValid() {
+	} else if !trace.SpanContextFromContext(jobtrace.Extract(ctx, d.Msg.Header)).IsValid() {
 		// A job submitted without a trace context: its delivery carries a
 		// new one, not sampled, for the consumer.
 		d = withTrace(jobtrace.Unsampled(ctx, d.Msg.ID, d.Msg.Attempt), d)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,7 +77,6 @@ type sendConfig struct {
 	json        bool
 	trace       string  // --trace: submit this trace's jobs at their times
 	speed       float64 // --speed: the trace's clock runs this much faster
-	traceKeys   int     // the keys the trace used, once sent
 }
 
 func sendConfigFrom(c *cli.Context) (sendConfig, error) {
@@ -266,10 +264,7 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 		sub, target = &httpSubmitter{c: c, policy: cfg.policy}, cfg.httpURL
 	}
 
-	payload := make([]byte, cfg.size)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
+	payload := letters(cfg.size)
 	runID := rand.Text()[:12]
 
 	// Submission stops when feedCtx ends (--duration); requests in flight
@@ -283,13 +278,16 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 	run := &sendRun{details: make(map[string]int64)}
 	jobs := make(chan sendJob)
 	start := time.Now()
-	var feedErr error
+	var (
+		feedErr   error
+		traceKeys int // the keys of the trace sent
+	)
 	feedDone := make(chan struct{})
 	go func() {
 		defer close(feedDone)
 		defer close(jobs)
 		if cfg.trace != "" {
-			feedErr = feedTrace(feedCtx, &cfg, start, jobs)
+			traceKeys, feedErr = feedTrace(feedCtx, cfg.trace, cfg.speed, start, jobs)
 			return
 		}
 		feedCount(feedCtx, cfg, start, payload, jobs)
@@ -338,11 +336,6 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 		return fmt.Errorf("send: --trace: %w", feedErr)
 	}
 
-	var lats []time.Duration
-	for _, l := range perWorker {
-		lats = append(lats, l...)
-	}
-	slices.Sort(lats)
 	s := sendSummary{
 		Target:      target,
 		Policy:      cfg.policy,
@@ -353,26 +346,12 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 		Details:     run.details,
 		FirstError:  run.firstError,
 		Interrupted: ctx.Err() != nil,
-		LatencyMs: latencyMs{
-			P50: ms(percentile(lats, 0.50)),
-			P90: ms(percentile(lats, 0.90)),
-			P99: ms(percentile(lats, 0.99)),
-		},
-	}
-	if len(lats) > 0 {
-		s.LatencyMs.Max = ms(lats[len(lats)-1])
+		LatencyMs:   latencyOf(perWorker),
 	}
 	if cfg.trace != "" {
-		s.Keys = cfg.traceKeys
-		var late []time.Duration
-		for _, l := range lateness {
-			late = append(late, l...)
-		}
-		slices.Sort(late)
-		s.LateMs = &latencyMs{P50: ms(percentile(late, 0.50)), P90: ms(percentile(late, 0.90)), P99: ms(percentile(late, 0.99))}
-		if len(late) > 0 {
-			s.LateMs.Max = ms(late[len(late)-1])
-		}
+		s.Keys = traceKeys
+		late := latencyOf(lateness)
+		s.LateMs = &late
 	}
 	for o := range numOutcomes {
 		n := run.counts[o].Load()

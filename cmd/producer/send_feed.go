@@ -52,3 +52,12 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 		return false
 	}
 }
+
+// letters returns a payload of n bytes, the alphabet over and over.
+func letters(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(i%26)
+	}
+	return b
+}

@@ -25,45 +25,36 @@ func failures(s sendSummary) error {
 	return fmt.Errorf("send: %d of %d jobs failed (%s); first error: %s", failed, s.Sent, strings.Join(parts, ", "), s.FirstError)
 }
 
+// latencyOf summarises the durations the workers measured, each worker's
+// in its own slice.
+func latencyOf(perWorker [][]time.Duration) latencyMs {
+	all := slices.Concat(perWorker...)
+	slices.Sort(all)
+	l := latencyMs{P50: ms(percentile(all, 0.50)), P90: ms(percentile(all, 0.90)), P99: ms(percentile(all, 0.99))}
+	if len(all) > 0 {
+		l.Max = ms(all[len(all)-1])
+	}
+	return l
+}
+
 // startSendProgress prints a progress line on w once a second until the
 // returned stop is called. On a terminal the line is rewritten in place.
 func startSendProgress(w io.Writer, tty bool, run *sendRun, start time.Time) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		var last int64
-		lastAt := start
-		for {
-			select {
-			case <-done:
-				if tty {
-					fmt.Fprintln(w)
-				}
-				return
-			case now := <-t.C:
-				var c [numOutcomes]int64
-				var sent int64
-				for o := range numOutcomes {
-					c[o] = run.counts[o].Load()
-					sent += c[o]
-				}
-				rate := float64(sent-last) / now.Sub(lastAt).Seconds()
-				last, lastAt = sent, now
-				line := fmt.Sprintf("%5.0fs  sent %d  %.0f/s  202 %d  429 %d (deferred %d)  other %d",
-					now.Sub(start).Seconds(), sent, rate, c[outQueued], c[outRejected]+c[outDeferred], c[outDeferred],
-					sent-c[outQueued]-c[outRejected]-c[outDeferred])
-				if tty {
-					fmt.Fprintf(w, "\r%s\033[K", line)
-				} else {
-					fmt.Fprintln(w, line)
-				}
-			}
+	var last int64
+	lastAt := start
+	return startProgress(&lineWriter{w: w, tty: tty}, time.Second, func(now time.Time) string {
+		var c [numOutcomes]int64
+		var sent int64
+		for o := range numOutcomes {
+			c[o] = run.counts[o].Load()
+			sent += c[o]
 		}
-	}()
-	return func() { close(done); <-finished }
+		rate := float64(sent-last) / now.Sub(lastAt).Seconds()
+		last, lastAt = sent, now
+		return fmt.Sprintf("%5.0fs  sent %d  %.0f/s  202 %d  429 %d (deferred %d)  other %d",
+			now.Sub(start).Seconds(), sent, rate, c[outQueued], c[outRejected]+c[outDeferred], c[outDeferred],
+			sent-c[outQueued]-c[outRejected]-c[outDeferred])
+	})
 }
 
 func printSendSummary(w io.Writer, s sendSummary) {

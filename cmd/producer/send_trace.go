@@ -33,44 +33,38 @@ func traceConfig(c *cli.Context, cfg sendConfig) (sendConfig, error) {
 	return cfg, nil
 }
 
-// feedTrace hands the workers the jobs of cfg.trace, each at its time
-// (divided by cfg.speed) after start, as the trace is read, until it ends
-// or ctx does. It counts the trace's keys into cfg.traceKeys.
-func feedTrace(ctx context.Context, cfg *sendConfig, start time.Time, jobs chan<- sendJob) error {
-	f, err := os.Open(cfg.trace)
+// feedTrace hands the workers the jobs of the trace at path, each at its
+// time (divided by speed) after start, as the trace is read, until it ends
+// or ctx does. It returns how many keys the jobs it handed out had.
+func feedTrace(ctx context.Context, path string, speed float64, start time.Time, jobs chan<- sendJob) (keys int, err error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	r := traffic.NewReader(f)
-	keys := make(map[string]struct{})
+	seen := make(map[string]struct{})
 	var payload []byte
 	for i := 0; ; i++ {
 		rec, err := r.Read()
 		if err == io.EOF {
-			cfg.traceKeys = len(keys)
-			return nil
+			return len(seen), nil
 		}
 		if err != nil {
-			return err
+			return len(seen), err
 		}
-		keys[rec.Key] = struct{}{}
+		seen[rec.Key] = struct{}{}
 		if rec.Size > len(payload) {
-			payload = make([]byte, max(rec.Size, 2*len(payload)))
-			for j := range payload {
-				payload[j] = 'a' + byte(j%26)
-			}
+			payload = letters(max(rec.Size, 2*len(payload)))
 		}
-		due := start.Add(time.Duration(float64(rec.At) / cfg.speed))
+		due := start.Add(time.Duration(float64(rec.At) / speed))
 		if !sleepUntil(ctx, due) {
-			cfg.traceKeys = len(keys)
-			return nil
+			return len(seen), nil
 		}
 		select {
 		case jobs <- sendJob{i: i, key: rec.Key, payload: payload[:rec.Size], due: due}:
 		case <-ctx.Done():
-			cfg.traceKeys = len(keys)
-			return nil
+			return len(seen), nil
 		}
 	}
 }

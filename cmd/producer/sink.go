@@ -275,25 +275,34 @@ func printDelivery(w io.Writer, enc *json.Encoder, asJSON bool, d delivery) {
 // startSinkProgress prints a progress line on w every interval until the
 // returned stop is called. On a terminal the line is rewritten in place.
 func startSinkProgress(w *lineWriter, every time.Duration, m *meter, start time.Time) (stop func()) {
+	last, lastAt := 0, start
+	return startProgress(w, every, func(now time.Time) string {
+		m.mu.Lock()
+		n, keys, dups := m.total.deliveries, len(m.keys), m.total.duplicates
+		m.mu.Unlock()
+		line := fmt.Sprintf("%5.0fs  delivered %d  %.0f/s  keys %d  duplicates %d",
+			now.Sub(start).Seconds(), n, float64(n-last)/now.Sub(lastAt).Seconds(), keys, dups)
+		last, lastAt = n, now
+		return line
+	})
+}
+
+// startProgress prints the line that line returns on w every interval,
+// until the returned stop is called; line is called from one goroutine.
+func startProgress(w *lineWriter, every time.Duration, line func(now time.Time) string) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(every)
 		defer t.Stop()
-		last, lastAt := 0, start
 		for {
 			select {
 			case <-done:
 				w.end()
 				return
 			case now := <-t.C:
-				m.mu.Lock()
-				n, keys, dups := m.total.deliveries, len(m.keys), m.total.duplicates
-				m.mu.Unlock()
-				w.progress(fmt.Sprintf("%5.0fs  delivered %d  %.0f/s  keys %d  duplicates %d",
-					now.Sub(start).Seconds(), n, float64(n-last)/now.Sub(lastAt).Seconds(), keys, dups))
-				last, lastAt = n, now
+				w.progress(line(now))
 			}
 		}
 	}()

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
@@ -30,16 +28,8 @@ func runCLI(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-func exitCode(err error) int {
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
-}
+// exitCode is the exit code main gives err.
+func exitCode(err error) int { return cmdline.ExitCode(err) }
 
 func TestPoliciesCheck(t *testing.T) {
 	dir := t.TempDir()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -95,7 +94,7 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 	if t.tracer == nil {
 		return nil
 	}
-	return errors.Join(t.tracer.Shutdown(ctx))
+	return t.tracer.Shutdown(ctx)
 }
 
 // redisLog sends go-redis's own messages (a pool that cannot dial, say)

@@ -159,19 +159,25 @@ func serveOrders(t *testing.T) (*client.Client, <-chan *nats.Msg, func() error) 
 	return api, delivered, stop
 }
 
-// With an OTLP endpoint in the environment, serve exports one trace per
-// job: submit, store and delivery spans under the producer's trace id; and
-// its metrics.
-func TestServeExportsOTLP(t *testing.T) {
+// producerTrace is the trace id of the producer's traceparent that
+// deliverTraced submits with.
+const producerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+// deliverTraced runs shaper serve exporting to an OTLP receiver (the
+// OTEL_* variables env besides its endpoint), submits one job of orders
+// with the producer's traceparent, and stops serve once it is delivered:
+// what serve exported is in the receiver.
+func deliverTraced(t *testing.T, env map[string]string) (*otlpReceiver, *nats.Msg) {
+	t.Helper()
 	recv := &otlpReceiver{metrics: map[string]bool{}}
 	otlp := httptest.NewServer(recv)
-	defer otlp.Close()
+	t.Cleanup(otlp.Close)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "200")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	api, delivered, stop := serveOrders(t)
-	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	if res, err := api.Submit(t.Context(), "orders", "acme", []byte("hi"), client.WithTraceparent("00-"+traceID+"-00f067aa0ba902b7-01")); err != nil || res.Outcome != client.OutcomeAccepted {
+	if res, err := api.Submit(t.Context(), "orders", "acme", []byte("hi"), client.WithTraceparent("00-"+producerTrace+"-00f067aa0ba902b7-01")); err != nil || res.Outcome != client.OutcomeAccepted {
 		t.Fatalf("submit = %+v, %v", res, err)
 	}
 	var msg *nats.Msg
@@ -183,6 +189,14 @@ func TestServeExportsOTLP(t *testing.T) {
 	if err := stop(); err != nil { // flushes what is left to export
 		t.Fatalf("serve = %v", err)
 	}
+	return recv, msg
+}
+
+// With an OTLP endpoint in the environment, serve exports one trace per
+// job: submit, store and delivery spans under the producer's trace id; and
+// its metrics.
+func TestServeExportsOTLP(t *testing.T) {
+	recv, msg := deliverTraced(t, map[string]string{"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "200"})
 	recv.mu.Lock()
 	defer recv.mu.Unlock()
 	names := map[string]string{} // span name → trace id
@@ -190,11 +204,11 @@ func TestServeExportsOTLP(t *testing.T) {
 		names[s.GetName()] = hex.EncodeToString(s.GetTraceId())
 	}
 	for _, name := range []string{"shaper.submit", "shaper.store", "shaper.wait", "shaper.deliver orders"} {
-		if got, ok := names[name]; !ok || got != traceID {
-			t.Errorf("span %q: trace %q (exported: %v), want one in the producer's trace %s", name, got, names, traceID)
+		if got, ok := names[name]; !ok || got != producerTrace {
+			t.Errorf("span %q: trace %q (exported: %v), want one in the producer's trace %s", name, got, names, producerTrace)
 		}
 	}
-	if tp := msg.Header.Get("traceparent"); len(tp) != 55 || tp[3:35] != traceID {
+	if tp := msg.Header.Get("traceparent"); len(tp) != 55 || tp[3:35] != producerTrace {
 		t.Errorf("delivery traceparent %q, want the producer's trace", tp)
 	}
 	for _, name := range []string{"shaper.queue.duration", "shaper.drain.lateness", "shaper.jobs.admitted"} {
@@ -253,30 +267,13 @@ func TestTelemetryFromEnv(t *testing.T) {
 // OTEL_TRACES_SAMPLER decides what is sampled: always_off records nothing,
 // and the delivery's traceparent says so.
 func TestServeSamplerFromEnv(t *testing.T) {
-	recv := &otlpReceiver{metrics: map[string]bool{}}
-	otlp := httptest.NewServer(recv)
-	defer otlp.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
-	t.Setenv("OTEL_METRICS_EXPORTER", "none")
-	t.Setenv("OTEL_TRACES_SAMPLER", "always_off")
-	api, delivered, stop := serveOrders(t)
-	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	if _, err := api.Submit(t.Context(), "orders", "acme", []byte("hi"), client.WithTraceparent("00-"+traceID+"-00f067aa0ba902b7-01")); err != nil {
-		t.Fatal(err)
-	}
-	var msg *nats.Msg
-	select {
-	case msg = <-delivered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("job not delivered")
-	}
-	stop()
+	recv, msg := deliverTraced(t, map[string]string{"OTEL_METRICS_EXPORTER": "none", "OTEL_TRACES_SAMPLER": "always_off"})
 	recv.mu.Lock()
 	defer recv.mu.Unlock()
 	if len(recv.spans) != 0 || len(recv.metrics) != 0 {
 		t.Errorf("exported %d spans and %d metrics, want none", len(recv.spans), len(recv.metrics))
 	}
-	if tp := msg.Header.Get("traceparent"); len(tp) != 55 || tp[3:35] != traceID || tp[53:] != "00" {
+	if tp := msg.Header.Get("traceparent"); len(tp) != 55 || tp[3:35] != producerTrace || tp[53:] != "00" {
 		t.Errorf("delivery traceparent %q, want the producer's trace, not sampled", tp)
 	}
 }

@@ -51,12 +51,11 @@ binds; exit status 1 when none does. --apply tunes the running shaper to it.`,
 
 // tuning is what one run of shaper tune was asked.
 type tuning struct {
-	set        *policies.Set
-	policy     string
-	trace      string
-	grid       replay.Grid
-	targets    replay.Targets
-	hasTargets bool
+	set     *policies.Set
+	policy  string
+	trace   string
+	grid    replay.Grid
+	targets replay.Targets
 }
 
 func tuningFrom(c *cli.Context) (tuning, error) {
@@ -82,44 +81,45 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 		return t, cli.Exit("tune: --trace: "+err.Error(), 2)
 	}
 	f.Close()
-	if t.targets, t.hasTargets, err = targetsFrom(c); err != nil {
+	var downstream policies.Rate
+	if t.targets, downstream, err = targetsFrom(c); err != nil {
 		return t, cli.Exit("tune: "+err.Error(), 2)
 	}
-	if t.grid, err = gridFrom(c, p, t.targets); err != nil {
+	if t.grid, err = gridFrom(c, p, downstream); err != nil {
 		return t, cli.Exit("tune: "+err.Error(), 2)
 	}
 	return t, nil
 }
 
-func targetsFrom(c *cli.Context) (replay.Targets, bool, error) {
-	var t replay.Targets
+// targetsFrom returns the targets the flags ask for, and the rate of
+// --downstream-max (zero when not given).
+func targetsFrom(c *cli.Context) (t replay.Targets, downstream policies.Rate, err error) {
 	if c.IsSet("max-wait") {
 		if t.MaxWait = c.Duration("max-wait"); t.MaxWait <= 0 {
-			return t, false, fmt.Errorf("--max-wait %s: want a positive duration", t.MaxWait)
+			return t, downstream, fmt.Errorf("--max-wait %s: want a positive duration", t.MaxWait)
 		}
 	}
 	if c.IsSet("max-reject") {
 		s := strings.TrimSpace(c.String("max-reject"))
 		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
 		if err != nil || !(v >= 0 && v <= 100) {
-			return t, false, fmt.Errorf("--max-reject %q: want a percentage from 0 to 100, such as 1%%", s)
+			return t, downstream, fmt.Errorf("--max-reject %q: want a percentage from 0 to 100, such as 1%%", s)
 		}
 		v /= 100
 		t.MaxReject = &v
 	}
 	if c.IsSet("downstream-max") {
-		r, err := policies.ParseRate(c.String("downstream-max"))
-		if err != nil {
-			return t, false, fmt.Errorf("--downstream-max: %w", err)
+		if downstream, err = policies.ParseRate(c.String("downstream-max")); err != nil {
+			return t, downstream, fmt.Errorf("--downstream-max: %w", err)
 		}
-		t.DownstreamMax = r.PerSecond()
+		t.DownstreamMax = downstream.PerSecond()
 	}
-	return t, t != (replay.Targets{}), nil
+	return t, downstream, nil
 }
 
 // gridFrom returns the candidates' values the flags ask for, or those
-// around policy p.
-func gridFrom(c *cli.Context, p policies.Policy, t replay.Targets) (replay.Grid, error) {
+// around policy p (and a total cap of downstream, when not zero).
+func gridFrom(c *cli.Context, p policies.Policy, downstream policies.Rate) (replay.Grid, error) {
 	g := replay.Grid{Outflows: replay.RatesAround(p.Outflow, 3), Queues: replay.Around(p.Queue, 3), Totals: []policies.Rate{p.Total}}
 	if c.IsSet("outflow") {
 		g.Outflows = nil
@@ -155,11 +155,8 @@ func gridFrom(c *cli.Context, p policies.Policy, t replay.Targets) (replay.Grid,
 			}
 			g.Totals = append(g.Totals, r)
 		}
-	case t.DownstreamMax > 0:
-		r, _ := policies.ParseRate(c.String("downstream-max"))
-		if r.PerSecond() != p.Total.PerSecond() {
-			g.Totals = append(g.Totals, r)
-		}
+	case !downstream.IsZero() && downstream.PerSecond() != p.Total.PerSecond():
+		g.Totals = append(g.Totals, downstream)
 	}
 	if len(g.Outflows) == 0 || len(g.Queues) == 0 || len(g.Totals) == 0 {
 		return g, errors.New("--outflow, --queue and --total need at least one value each")
@@ -212,7 +209,7 @@ func runTune(c *cli.Context) error {
 		return fmt.Errorf("tune: %w", err)
 	}
 	choice := replay.Choose(results, t.targets)
-	rep := tuneReport{Trace: t.trace, Policy: t.policy, Current: current, Choice: choice, Results: results, Targets: t.targets, HasTargets: t.hasTargets, Took: time.Since(start)}
+	rep := tuneReport{Trace: t.trace, Policy: t.policy, Current: current, Choice: choice, Results: results, Targets: t.targets, Took: time.Since(start)}
 	if c.Bool("json") {
 		err = rep.writeJSON(c.App.Writer)
 	} else {
@@ -228,7 +225,7 @@ func runTune(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "tune: plot written to %s\n", c.String("plot"))
 	}
 	if choice.Best < 0 {
-		if t.hasTargets {
+		if rep.hasTargets() {
 			return cli.Exit("", 1)
 		}
 		return nil

@@ -156,7 +156,7 @@ func plotSVG(r *tuneReport) string {
 	s.text(plotLeft, 24, "start", "16", fmt.Sprintf("shaper tune: policy %s, trace %s", r.Policy, filepath.Base(r.Trace)))
 
 	lines := []plotted{{"current: " + replay.Describe(r.Results[r.Current].Policy), plotColors[0], r.Results[r.Current].Series}}
-	if r.HasTargets && r.Choice.Best >= 0 && r.Choice.Best != r.Current {
+	if r.hasTargets() && r.Choice.Best >= 0 && r.Choice.Best != r.Current {
 		lines = append(lines, plotted{"recommended: " + replay.Describe(r.Results[r.Choice.Best].Policy), plotColors[1], r.Results[r.Choice.Best].Series})
 	}
 	depth := panel{top: panelTop, xTime: true, xFmt: secondsLabel, yFmt: countLabel, xName: "time in the trace", yName: "jobs queued (all keys)"}
@@ -276,7 +276,7 @@ func tradeOff(s *svgDoc, r *tuneReport, top float64) {
 		s.text(legendLeft+24, ly, "start", "11", label)
 	}
 	mark(r.Current, plotColors[0], "current")
-	if r.HasTargets && r.Choice.Best >= 0 {
+	if r.hasTargets() && r.Choice.Best >= 0 {
 		mark(r.Choice.Best, plotColors[1], "recommended")
 	}
 }

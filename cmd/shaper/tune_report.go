@@ -15,15 +15,18 @@ import (
 
 // tuneReport is what shaper tune found.
 type tuneReport struct {
-	Trace      string
-	Policy     string
-	Current    int // index of the policy as it is
-	Choice     replay.Choice
-	Results    []replay.Result
-	Targets    replay.Targets
-	HasTargets bool
-	Took       time.Duration
+	Trace   string
+	Policy  string
+	Current int // index of the policy as it is
+	Choice  replay.Choice
+	Results []replay.Result
+	Targets replay.Targets
+	Took    time.Duration
 }
+
+// hasTargets reports whether any target was given: without one, nothing is
+// recommended.
+func (r *tuneReport) hasTargets() bool { return r.Targets != (replay.Targets{}) }
 
 // write prints the table of candidates and the recommendation.
 func (r *tuneReport) write(w io.Writer) error {
@@ -45,14 +48,14 @@ func (r *tuneReport) write(w io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	head := "\toutflow\tqueue\ttotal\taccepted\trejected\tdeferred\tdead\twait p50\twait p99\twait max\tdeepest\tpeak/s key\tpeak/s total\t"
-	if r.HasTargets {
+	if r.hasTargets() {
 		head += "meets\t"
 	}
 	fmt.Fprintln(tw, head)
 	for i := range r.Results {
 		res := &r.Results[i]
 		mark := ""
-		best := r.HasTargets && i == r.Choice.Best
+		best := r.hasTargets() && i == r.Choice.Best
 		switch {
 		case best && i == r.Current:
 			mark = "current, best"
@@ -73,7 +76,7 @@ func (r *tuneReport) write(w io.Writer) error {
 			replay.Percent(res.RejectedShare()), replay.Percent(res.DeferredShare()), res.Dead,
 			short(res.Wait.P50), short(res.Wait.P99), short(res.Wait.Max),
 			res.DeepestQueue, res.PeakKey, res.PeakTotal)
-		if r.HasTargets {
+		if r.hasTargets() {
 			meets := "no"
 			if r.Targets.Meets(res) {
 				meets = "yes"
@@ -85,7 +88,7 @@ func (r *tuneReport) write(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if !r.HasTargets {
+	if !r.hasTargets() {
 		_, err := fmt.Fprintln(w, "no targets given (--max-wait, --max-reject, --downstream-max): nothing to recommend")
 		return err
 	}
@@ -165,7 +168,7 @@ func (r *tuneReport) writeJSON(w io.Writer) error {
 		Candidates  []candidateJSON `json:"candidates"`
 	}{Trace: r.Trace, Policy: r.Policy, Current: r.Current, TookSeconds: r.Took.Seconds(),
 		SpanSeconds: r.Results[r.Current].Span.Seconds(), Binding: r.Choice.Binding, Reason: r.Choice.Reason}
-	if r.HasTargets && r.Choice.Best >= 0 {
+	if r.hasTargets() && r.Choice.Best >= 0 {
 		out.Recommended = &r.Choice.Best
 		out.YAML = policyYAML(r.Results[r.Choice.Best].Policy)
 	}
@@ -181,7 +184,7 @@ func (r *tuneReport) writeJSON(w io.Writer) error {
 			DeepestQueue: res.DeepestQueue, PeakKey: res.PeakKey, PeakTotal: res.PeakTotal,
 			Recorded: res.Recorded, Agreed: res.Agreed,
 		}
-		if r.HasTargets {
+		if r.hasTargets() {
 			meets := r.Targets.Meets(res)
 			c.Meets = &meets
 		}

@@ -35,12 +35,7 @@ GO
 (cd "$work/base" && go mod init base >/dev/null 2>&1 && go build -o "$work/trivial" .)
 wratios=(); cratios=()
 for r in $(seq "$rounds"); do
-  hp=$(port); np=$(port)
-  "$work/shaper" serve --policies "$work/p.yaml" --http 127.0.0.1:$hp --data "$work/data$r" --nats-listen 127.0.0.1:$np >"$work/log" 2>&1 &
-  spid=$!
-  for _ in $(seq 150); do curl -fs "http://127.0.0.1:$hp/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
-  read -r s scpu <<<"$(measure $spid "http://127.0.0.1:$hp")"
-  kill $spid; wait $spid 2>/dev/null || true
+  read -r s scpu <<<"$(measure_shaper "$work/shaper" data$r)"
   bp=$(port); "$work/trivial" 127.0.0.1:$bp "$mode" & bpid=$!
   for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$bp/" && break; sleep 0.1; done
   read -r b bcpu <<<"$(measure $bpid "http://127.0.0.1:$bp")"

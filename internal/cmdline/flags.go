@@ -76,8 +76,5 @@ func flagLen(flags []cli.Flag, args []string) int {
 		}
 		return 2
 	}
-	if name == "help" || name == "h" {
-		return 1
-	}
-	return 1 // unknown: urfave/cli says so
+	return 1 // help, or unknown: urfave/cli says so
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -162,31 +161,12 @@ func freePort() (int, error) {
 // as root, and fails the test with the install command otherwise.
 func redisBinary(t testing.TB) string {
 	t.Helper()
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p
-	}
-	apt, aptErr := exec.LookPath("apt-get")
-	if os.Geteuid() != 0 || aptErr != nil {
-		t.Fatalf("testenv: redis-server not found on PATH; install it with: %s", RedisInstallCommand)
-	}
-	if err := aptInstallRedis(apt); err != nil {
-		t.Fatalf("testenv: installing redis-server failed (%v); install it with: %s", err, RedisInstallCommand)
-	}
-	p, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("testenv: redis-server still not on PATH after apt-get; install it with: %s", RedisInstallCommand)
+	p, installed := aptBinary(t, []string{"redis-server"}, RedisInstallCommand, "redis-server")
+	if installed {
+		// The Debian package may start its own service on 6379; the tests
+		// use their own ports, so it does not compete with them. Stop it
+		// anyway where a service manager is present, best effort.
+		_ = exec.Command("service", "redis-server", "stop").Run()
 	}
 	return p
-}
-
-// aptInstallRedis installs redis-server with apt-get (see aptInstall).
-func aptInstallRedis(apt string) error {
-	if err := aptInstall(apt, "redis-server", "redis-server"); err != nil {
-		return err
-	}
-	// The Debian package may start its own service on 6379; the tests use
-	// their own ports, so it does not compete with them. Stop it anyway
-	// where a service manager is present, best effort.
-	_ = exec.Command("service", "redis-server", "stop").Run()
-	return nil
 }

@@ -94,7 +94,6 @@ const sweepEvery = 10 * time.Second
 // in-memory queues, drained by driven drainers on a virtual clock.
 type replay struct {
 	ctx        context.Context
-	policy     policies.Policy
 	clock      *clock
 	gate       *admission.Gate
 	drain      *drain.Drainer
@@ -150,7 +149,6 @@ func Run(ctx context.Context, p policies.Policy, src Source, cfg Config) (Result
 func newReplay(ctx context.Context, p policies.Policy, cfg Config) (*replay, error) {
 	r := &replay{
 		ctx:        ctx,
-		policy:     p,
 		clock:      &clock{},
 		keys:       make(map[string]*window),
 		maxPayload: cfg.MaxPayload,

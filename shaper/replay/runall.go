@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -47,63 +48,38 @@ func (c Config) withDefaults() Config {
 // deferred or unavailable): every submission found room in it, so a larger
 // queue admits, delivers and waits exactly alike. Its result is the smaller
 // queue's, with its own Policy and Derived set. Candidates of one outflow
-// and total are therefore replayed smallest queue first.
+// and total are therefore replayed in turn, smallest queue first.
 func RunAll(ctx context.Context, candidates []policies.Policy, src Source, cfg Config) ([]Result, error) {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	results := make([]Result, len(candidates))
-	larger, ready := queueChains(candidates)
-	var (
-		mu   sync.Mutex
-		wake = sync.NewCond(&mu)
-		left = len(candidates) // neither replayed nor derived yet
-	)
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		wake.Broadcast()
-	})
-	defer stop()
-	finish := func(i int, r Result) { // mu held
+	var done sync.Mutex // Config.Done is called one at a time
+	finish := func(i int, r Result) {
 		results[i] = r
-		left--
 		if cfg.Done != nil {
+			done.Lock()
+			defer done.Unlock()
 			cfg.Done(i, &results[i])
 		}
 	}
+	chains := queueChains(candidates)
+	work := make(chan []int, len(chains))
+	for _, chain := range chains {
+		work <- chain
+	}
+	close(work)
 	var wg sync.WaitGroup
-	for range min(cfg.Parallel, len(candidates)) {
+	for range min(cfg.Parallel, len(chains)) {
 		wg.Go(func() {
-			mu.Lock()
-			defer mu.Unlock()
-			for {
-				for len(ready) == 0 && left > 0 && ctx.Err() == nil {
-					wake.Wait()
-				}
-				if len(ready) == 0 || ctx.Err() != nil {
+			for chain := range work {
+				if ctx.Err() != nil {
 					return
 				}
-				i := ready[0]
-				ready = ready[1:]
-				mu.Unlock()
-				res, err := Run(ctx, candidates[i], src, cfg)
-				mu.Lock()
-				if err != nil {
-					cancel(fmt.Errorf("candidate %s: %w", Describe(candidates[i]), err))
+				if err := runChain(ctx, candidates, chain, src, cfg, finish); err != nil {
+					cancel(err)
 					return
 				}
-				finish(i, res)
-				for j := larger[i]; j >= 0; j = larger[j] {
-					if !neverRefused(&res) {
-						ready = append(ready, j)
-						break
-					}
-					same := res
-					same.Policy, same.Derived = candidates[j], true
-					finish(j, same)
-				}
-				wake.Broadcast()
 			}
 		})
 	}
@@ -114,31 +90,48 @@ func RunAll(ctx context.Context, candidates []policies.Policy, src Source, cfg C
 	return results, nil
 }
 
+// runChain replays the candidates of chain, which differ only by their
+// queue, smallest first, until one never refused a job: the larger queues
+// after it are derived from its result.
+func runChain(ctx context.Context, candidates []policies.Policy, chain []int, src Source, cfg Config, finish func(int, Result)) error {
+	var res Result
+	for n, i := range chain {
+		if n > 0 && neverRefused(&res) {
+			res.Policy, res.Derived = candidates[i], true
+		} else {
+			var err error
+			if res, err = Run(ctx, candidates[i], src, cfg); err != nil {
+				return fmt.Errorf("candidate %s: %w", Describe(candidates[i]), err)
+			}
+		}
+		finish(i, res)
+	}
+	return nil
+}
+
 // neverRefused reports whether no submission of r found its key's queue
 // full or the queue unavailable.
 func neverRefused(r *Result) bool {
 	return r.Rejected == 0 && r.Deferred == 0 && r.Unavailable == 0
 }
 
-// queueChains orders candidates by queue within each outflow and total:
-// larger[i] is the candidate like i but for the next larger queue (-1:
-// none), and first the smallest queue of each, in the order of candidates.
-func queueChains(candidates []policies.Policy) (larger, first []int) {
-	larger = make([]int, len(candidates))
+// queueChains groups the indexes of candidates that differ at most by their
+// queue, each group smallest queue first, the groups in the order of their
+// first candidate.
+func queueChains(candidates []policies.Policy) [][]int {
+	var chains [][]int
 	for i, c := range candidates {
-		larger[i] = -1
-		for j, d := range candidates {
-			if d.Queue > c.Queue && sameButQueue(c, d) && (larger[i] < 0 || d.Queue < candidates[larger[i]].Queue) {
-				larger[i] = j
-			}
+		k := slices.IndexFunc(chains, func(chain []int) bool { return sameButQueue(candidates[chain[0]], c) })
+		if k < 0 {
+			chains = append(chains, []int{i})
+			continue
 		}
+		chains[k] = append(chains[k], i)
 	}
-	for i, c := range candidates {
-		if !slices.ContainsFunc(candidates, func(d policies.Policy) bool { return d.Queue < c.Queue && sameButQueue(c, d) }) {
-			first = append(first, i)
-		}
+	for _, chain := range chains {
+		slices.SortStableFunc(chain, func(a, b int) int { return cmp.Compare(candidates[a].Queue, candidates[b].Queue) })
 	}
-	return larger, first
+	return chains
 }
 
 // sameButQueue reports whether two candidates differ at most by their

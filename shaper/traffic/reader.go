@@ -23,8 +23,7 @@ type Reader struct {
 	line      int  // of the last line read
 	header    bool // the header was read
 	comments  []string
-	last      time.Duration
-	started   bool
+	last      time.Duration // of the last row read
 
 	record  []byte   // the logical record being parsed (lines joined)
 	fields  [][]byte // its fields, into record or scratch
@@ -191,7 +190,7 @@ func (r *Reader) row() (Record, error) {
 	if err != nil {
 		return Record{}, r.errorf(line, "at %q: %v", r.fields[0], err)
 	}
-	if r.started && at < r.last && !r.unordered {
+	if at < r.last && !r.unordered {
 		return Record{}, r.errorf(line, "at %s is before the previous row's %s: rows must be in time order", r.fields[0], seconds(r.last))
 	}
 	key := r.fields[1]
@@ -206,7 +205,7 @@ func (r *Reader) row() (Record, error) {
 	if err := o.UnmarshalText(r.fields[3]); err != nil {
 		return Record{}, r.errorf(line, "outcome %q: want accepted, rejected, deferred, limited, unavailable, invalid or nothing", r.fields[3])
 	}
-	r.started, r.last = true, at
+	r.last = at
 	return Record{At: at, Key: string(key), Size: size, Outcome: o}, nil
 }
 
@@ -242,7 +241,4 @@ func parseSeconds(b []byte) (time.Duration, error) {
 }
 
 // seconds formats d as the format writes times.
-func seconds(d time.Duration) string {
-	b := AppendRow(nil, d, "k", 0, Unknown)
-	return string(b[:bytes.IndexByte(b, ',')])
-}
+func seconds(d time.Duration) string { return string(appendSeconds(nil, d)) }

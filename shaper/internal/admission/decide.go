@@ -75,19 +75,19 @@ func (g *Gate) refused(p *policies.Policy, token string, now time.Time) {
 	if !g.drained.Active() {
 		return
 	}
-	if room := freeIn(g.drained.Key(token, now), min(p.Queue, g.queue.Limit())); room > 0 {
+	if room := g.freeIn(p, g.drained.Key(token, now)); room > 0 {
 		g.full.Store(token, now.Add(room))
 	}
 }
 
-// freeIn is how long until a slot of a key frees, from the drainer's view
-// st of it, for a queue of size queue. When the drainer sees fewer jobs
-// than that, the store's refusal raced with a slot freeing (or came before
-// the drainer saw a job): there is room now, or there will be as soon as
-// the drainer catches up, so 0 — not the key's next slot after the one
-// just freed, which may be an hour away.
-func freeIn(st drain.KeyStatus, queue int) time.Duration {
-	if st.Queued < int64(queue) {
+// freeIn is how long until a slot of a key of p frees, from the drainer's
+// view st of it. When the drainer sees fewer jobs than the queue holds
+// (p's size, or the store's when smaller), the store's refusal raced with
+// a slot freeing (or came before the drainer saw a job): there is room
+// now, or there will be as soon as the drainer catches up, so 0 — not the
+// key's next slot after the one just freed, which may be an hour away.
+func (g *Gate) freeIn(p *policies.Policy, st drain.KeyStatus) time.Duration {
+	if st.Queued < int64(min(p.Queue, g.queue.Limit())) {
 		return 0
 	}
 	return st.RoomIn
@@ -141,7 +141,7 @@ func (g *Gate) Admit(ctx context.Context, r Request, now time.Time) Decision {
 		g.observe(r.Key, len(r.Payload), now, res.Decision.Outcome)
 		return res.Decision
 	}
-	rec, err := store(ctx, g.queue, res.Job, "shaper.store")
+	rec, err := store(ctx, g.queue, res.Job, storeSpan)
 	return g.Settle(ctx, &res, rec, err)
 }
 
@@ -228,21 +228,41 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 	}
 }
 
-// store admits job into s, in a span of its own when ctx's span is
-// recorded (a full queue is an answer there, not a failure).
+// The spans of storing a job: in its queue, or kept as deferred.
+const (
+	storeSpan = "shaper.store"
+	deferSpan = "shaper.defer"
+)
+
+// store admits job into s, in a span named name of its own when ctx's span
+// is recorded.
 func store(ctx context.Context, s Store, job queue.Job, name string) (queue.Receipt, error) {
-	ctx, span := jobtrace.Child(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := jobtrace.Child(ctx, name, trace.SpanKindClient)
 	rec, err := s.Admit(ctx, job)
-	if span.IsRecording() {
-		full := errors.Is(err, queue.ErrFull)
-		span.SetAttributes(attribute.Bool("shaper.full", full), attribute.String("shaper.job.id", rec.ID))
-		failed := err
-		if full {
-			failed = nil
-		}
-		jobtrace.End(span, failed)
-	}
+	EndStore(span, rec, err)
 	return rec, err
+}
+
+// StoreSpan starts the span of storing a StoreJob reservation's job
+// asynchronously, as a child of ctx's span when that one is recorded (else
+// it returns that span, at no cost); EndStore ends it with the answer.
+func StoreSpan(ctx context.Context) trace.Span {
+	_, span := jobtrace.Child(ctx, storeSpan, trace.SpanKindClient)
+	return span
+}
+
+// EndStore ends span, the storing of a job the store answered with rec or
+// err: a full queue is an answer there, not a failure.
+func EndStore(span trace.Span, rec queue.Receipt, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	full := errors.Is(err, queue.ErrFull)
+	span.SetAttributes(attribute.Bool("shaper.full", full), attribute.String("shaper.job.id", rec.ID))
+	if full {
+		err = nil
+	}
+	jobtrace.End(span, err)
 }
 
 // unavailable is the decision when what (a part of the shaper behind
@@ -284,7 +304,7 @@ func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time
 	st := g.drained.Key(token, now)
 	interval := p.Outflow.Interval()
 	queued := max(st.Queued, int64(p.Queue))
-	room := freeIn(st, min(p.Queue, g.queue.Limit()))
+	room := g.freeIn(p, st)
 	return Decision{
 		Outcome:    Full,
 		Queued:     queued,

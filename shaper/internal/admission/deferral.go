@@ -107,7 +107,7 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	// Idempotency-Key's (so a retry is stored once) or a new one.
 	job.ID = cmp.Or(job.Dedupe, nuid.Next())
 	done := g.deferrals.deferring(token, g.now)
-	rec, err := store(ctx, g.deferred, job, "shaper.defer")
+	rec, err := store(ctx, g.deferred, job, deferSpan)
 	done(rec.Seq) // 0 when nothing was stored; a duplicate's is the first job's
 	switch {
 	case err == nil:
@@ -182,7 +182,7 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 	case errors.Is(err, queue.ErrFull):
 		now = g.now()
 		g.refused(p, m.Token, now)
-		return &drain.RetryAfterError{After: max(freeIn(g.drained.Key(m.Token, now), min(p.Queue, g.queue.Limit())), time.Millisecond), Cause: "key's queue is full"}
+		return &drain.RetryAfterError{After: max(g.freeIn(p, g.drained.Key(m.Token, now)), time.Millisecond), Cause: "key's queue is full"}
 	default:
 		return err
 	}

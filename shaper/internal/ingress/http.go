@@ -49,10 +49,7 @@ func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sub.payload = body
-	ctx, span := in.tel.begin(r.Context(), jobtrace.HTTPCarrier(r.Header), &sub, transportHTTP)
-	a, known := in.submit(ctx, sub)
-	in.tel.end(span, sub.policy, a, known)
-	writeAnswer(w, a)
+	writeAnswer(w, in.admit(r.Context(), jobtrace.HTTPCarrier(r.Header), sub, transportHTTP))
 }
 
 // writeAnswer renders a: 202 with the job, or application/problem+json,

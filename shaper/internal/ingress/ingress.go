@@ -116,21 +116,27 @@ func (in *Ingress) gate(sub submission) (*admission.Gate, *queue.Queue, answer, 
 // dead letters: it returns the job's id and whether the job was kept
 // (accepted, or deferred).
 func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byte) (string, bool) {
-	sub := submission{policy: policy, key: key, payload: payload}
-	ctx, span := in.tel.begin(ctx, propagation.MapCarrier{}, &sub, transportReplay)
-	a, known := in.submit(ctx, sub)
-	in.tel.end(span, policy, a, known)
+	a := in.admit(ctx, propagation.MapCarrier(nil), submission{policy: policy, key: key, payload: payload}, transportReplay)
 	return a.ID, a.Status == statusQueued || a.Status == statusDeferred
 }
 
-// submit runs sub through its gate; known says whether a gate decided (a
-// known policy while serving).
-func (in *Ingress) submit(ctx context.Context, sub submission) (answer, bool) {
+// admit runs sub, whose headers are in carrier, through its gate with its
+// telemetry, deciding at its arrival.
+func (in *Ingress) admit(ctx context.Context, carrier propagation.TextMapCarrier, sub submission, tr transport) answer {
+	ctx, span := in.tel.begin(ctx, carrier, &sub, tr)
+	a, known := in.submit(ctx, sub, span.start)
+	in.tel.end(span, a, known)
+	return a
+}
+
+// submit runs sub through its gate at now; known says whether a gate
+// decided (a known policy while serving).
+func (in *Ingress) submit(ctx context.Context, sub submission, now time.Time) (answer, bool) {
 	g, _, a, ok := in.gate(sub)
 	if !ok {
 		return a, false
 	}
-	return answerOf(sub, g.Admit(ctx, sub.request(), time.Now())), true
+	return answerOf(sub, g.Admit(ctx, sub.request(), now)), true
 }
 
 // answer is the Ingress's answer to a submission, rendered as HTTP or as a

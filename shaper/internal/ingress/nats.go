@@ -41,13 +41,14 @@ type natsIngress struct {
 }
 
 type pendingSubmit struct {
+	ctx   context.Context // the submission's, with its span
 	m     *nats.Msg
 	sub   submission
 	g     *admission.Gate
 	res   admission.Reservation
 	p     *queue.Pending
 	span  submitSpan
-	store trace.Span // storing the job, when traced
+	store trace.Span // storing the job (admission.StoreSpan)
 }
 
 // pipelineDepth is how many submissions may wait for JetStream's answer at
@@ -100,21 +101,20 @@ func (n *natsIngress) receive(m *nats.Msg) {
 	ctx, span := n.in.tel.begin(context.Background(), jobtrace.Carrier(m.Header), &sub, transportNATS)
 	g, q, a, ok := n.in.gate(sub)
 	if !ok {
-		n.answer(m, span, sub.policy, a, false)
+		n.answer(m, span, a, false)
 		return
 	}
-	res := g.Reserve(sub.request(), time.Now())
+	res := g.Reserve(sub.request(), span.start)
 	switch res.Step {
 	case admission.Decided:
-		n.answer(m, span, sub.policy, answerOf(sub, res.Decision), true)
+		n.answer(m, span, answerOf(sub, res.Decision), true)
 	case admission.Block:
-		n.block(m, span, sub.policy, func() answer {
-			a, _ := n.in.submit(ctx, sub)
+		n.block(m, span, func() answer {
+			a, _ := n.in.submit(ctx, sub, time.Now())
 			return a
 		})
 	default: // StoreJob
-		_, store := jobtrace.Child(ctx, "shaper.store", trace.WithSpanKind(trace.SpanKindClient))
-		ps := pendingSubmit{m: m, sub: sub, g: g, res: res, p: q.AdmitAsync(res.Job), span: span, store: store}
+		ps := pendingSubmit{ctx: ctx, m: m, sub: sub, g: g, res: res, p: q.AdmitAsync(res.Job), span: span, store: admission.StoreSpan(ctx)}
 		n.queued.Add(1)
 		select {
 		case n.pending <- ps:
@@ -143,19 +143,18 @@ func (n *natsIngress) reap() {
 // on a goroutine of its own when settling blocks (a deferral).
 func (n *natsIngress) settle(ps pendingSubmit) {
 	rec, err := ps.p.Wait()
-	jobtrace.End(ps.store, storeError(err))
-	ctx := trace.ContextWithSpan(context.Background(), ps.span.span)
-	answer := func() answer { return answerOf(ps.sub, ps.g.Settle(ctx, &ps.res, rec, err)) }
+	admission.EndStore(ps.store, rec, err)
+	answer := func() answer { return answerOf(ps.sub, ps.g.Settle(ps.ctx, &ps.res, rec, err)) }
 	if ps.res.SettleBlocks(err) {
-		n.block(ps.m, ps.span, ps.sub.policy, answer)
+		n.block(ps.m, ps.span, answer)
 		return
 	}
-	n.answer(ps.m, ps.span, ps.sub.policy, answer(), true)
+	n.answer(ps.m, ps.span, answer(), true)
 }
 
 // block runs answer on a goroutine of its own (it may wait on the network)
 // and replies with what it returns.
-func (n *natsIngress) block(m *nats.Msg, span submitSpan, policy string, answer func() answer) {
+func (n *natsIngress) block(m *nats.Msg, span submitSpan, answer func() answer) {
 	n.slow <- struct{}{}
 	n.running.Add(1)
 	go func() {
@@ -163,13 +162,14 @@ func (n *natsIngress) block(m *nats.Msg, span submitSpan, policy string, answer 
 			n.running.Add(-1)
 			<-n.slow
 		}()
-		n.answer(m, span, policy, answer(), true)
+		n.answer(m, span, answer(), true)
 	}()
 }
 
-// answer replies a to m and ends the submission's telemetry.
-func (n *natsIngress) answer(m *nats.Msg, span submitSpan, policy string, a answer, known bool) {
-	n.in.tel.end(span, policy, a, known)
+// answer replies a to m and ends the submission's telemetry (known: a
+// gate decided).
+func (n *natsIngress) answer(m *nats.Msg, span submitSpan, a answer, known bool) {
+	n.in.tel.end(span, a, known)
 	n.reply(m, a)
 }
 

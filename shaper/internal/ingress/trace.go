@@ -2,9 +2,7 @@ package ingress
 
 import (
 	"context"
-	"errors"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
@@ -37,14 +34,20 @@ type telemetry struct {
 	mu     sync.Mutex // serializes the additions
 }
 
+// transport is how a submission came.
+type transport uint8
+
 // The transports of a submission.
 const (
-	transportHTTP   = "http"
-	transportNATS   = "nats"
-	transportReplay = "replay" // a dead letter submitted again
+	transportHTTP transport = iota
+	transportNATS
+	transportReplay // a dead letter submitted again
 )
 
-var transports = [...]string{transportHTTP, transportNATS, transportReplay}
+var transports = [...]string{transportHTTP: "http", transportNATS: "nats", transportReplay: "replay"}
+
+// String returns the name of tr, as metrics and spans show it.
+func (tr transport) String() string { return transports[tr] }
 
 // latencySeries are the attribute sets {policy, outcome, transport} of one
 // policy, by outcome and transport.
@@ -52,32 +55,37 @@ var transports = [...]string{transportHTTP, transportNATS, transportReplay}
 type latencySeries [admission.Invalid + 1][len(transports)][]metric.RecordOption
 
 // options returns the attribute set of policy, outcome and transport.
-func (t *telemetry) options(policy string, outcome admission.Outcome, transport string) []metric.RecordOption {
-	tr := slices.Index(transports[:], transport)
+func (t *telemetry) options(policy string, outcome admission.Outcome, tr transport) []metric.RecordOption {
 	if m := t.series.Load(); m != nil {
-		if s := (*m)[policy]; s != nil && int(outcome) < len(s) {
+		if s := (*m)[policy]; s != nil {
 			return s[outcome][tr]
 		}
 	}
+	return t.addSeries(policy)[outcome][tr]
+}
+
+// addSeries makes the attribute sets of policy, unless another goroutine
+// just did, and returns them.
+func (t *telemetry) addSeries(policy string) *latencySeries {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	next := map[string]*latencySeries{}
 	if m := t.series.Load(); m != nil {
+		if s := (*m)[policy]; s != nil {
+			return s
+		}
 		maps.Copy(next, *m)
 	}
-	s := next[policy]
-	if s == nil {
-		s = new(latencySeries)
-		for o := range s {
-			for i, name := range transports {
-				s[o][i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("policy", policy),
-					attribute.String("outcome", admission.Outcome(o).String()), attribute.String("transport", name)))}
-			}
+	s := new(latencySeries)
+	for o := range s {
+		for tr, name := range transports {
+			s[o][tr] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("policy", policy),
+				attribute.String("outcome", admission.Outcome(o).String()), attribute.String("transport", name)))}
 		}
-		next[policy] = s
-		t.series.Store(&next)
 	}
-	return s[min(int(outcome), len(s)-1)][tr]
+	next[policy] = s
+	t.series.Store(&next)
+	return s
 }
 
 func newTelemetry(cfg Config) *telemetry {
@@ -96,11 +104,13 @@ func newTelemetry(cfg Config) *telemetry {
 }
 
 // submitSpan is the telemetry of one submission: its span (the producer's
-// non-recording one when tracing is off) and when it arrived.
+// non-recording one when tracing is off), when it arrived (the time its
+// gate decides at), its policy and its transport.
 type submitSpan struct {
 	span      trace.Span
 	start     time.Time
-	transport string
+	policy    string
+	transport transport
 }
 
 // begin starts the telemetry of sub, whose headers are in carrier: a span
@@ -108,30 +118,30 @@ type submitSpan struct {
 // the trace headers its job is stored with: the submit span's, or with
 // tracing off the producer's (none when it sent none: its deliveries get
 // a new unsampled one, made then).
-func (t *telemetry) begin(ctx context.Context, carrier propagation.TextMapCarrier, sub *submission, transport string) (context.Context, submitSpan) {
+func (t *telemetry) begin(ctx context.Context, carrier propagation.TextMapCarrier, sub *submission, tr transport) (context.Context, submitSpan) {
 	start := time.Now()
 	ctx = jobtrace.Propagator.Extract(ctx, carrier)
 	span := trace.SpanFromContext(ctx)
 	if t.tracer != nil {
 		kind := trace.SpanKindServer
-		if transport == transportNATS {
+		if tr == transportNATS {
 			kind = trace.SpanKindConsumer
 		}
 		ctx, span = t.tracer.Start(ctx, "shaper.submit", trace.WithSpanKind(kind), trace.WithTimestamp(start),
 			trace.WithAttributes(attribute.String("shaper.policy", sub.policy), attribute.String("shaper.key", sub.key),
-				attribute.String("shaper.transport", transport)))
+				attribute.String("shaper.transport", tr.String())))
 	}
 	if span.SpanContext().IsValid() {
 		sub.trace = jobtrace.Header(ctx)
 	}
-	return ctx, submitSpan{span: span, start: start, transport: transport}
+	return ctx, submitSpan{span: span, start: start, policy: sub.policy, transport: tr}
 }
 
-// end records the answer a to the submission of policy (known: a gate
-// decided) and ends its span.
-func (t *telemetry) end(s submitSpan, policy string, a answer, known bool) {
+// end records the answer a to the submission (known: a gate decided) and
+// ends its span.
+func (t *telemetry) end(s submitSpan, a answer, known bool) {
 	if known {
-		t.latency.Record(context.Background(), time.Since(s.start).Seconds(), t.options(policy, a.outcome, s.transport)...)
+		t.latency.Record(context.Background(), time.Since(s.start).Seconds(), t.options(s.policy, a.outcome, s.transport)...)
 	}
 	if !s.span.IsRecording() {
 		return
@@ -144,13 +154,4 @@ func (t *telemetry) end(s submitSpan, policy string, a answer, known bool) {
 		s.span.SetStatus(codes.Error, a.Error)
 	}
 	s.span.End()
-}
-
-// storeError is the error a store span reports: a full queue is an answer,
-// not a failure of the store.
-func storeError(err error) error {
-	if errors.Is(err, queue.ErrFull) {
-		return nil
-	}
-	return err
 }

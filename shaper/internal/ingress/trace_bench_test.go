@@ -30,7 +30,7 @@ func BenchmarkTelemetryOff(b *testing.B) {
 			for b.Loop() {
 				sub := submission{policy: "p", key: "k"}
 				_, span := tel.begin(context.Background(), jobtrace.HTTPCarrier(h), &sub, transportHTTP)
-				tel.end(span, "p", a, true)
+				tel.end(span, a, true)
 			}
 		})
 	}

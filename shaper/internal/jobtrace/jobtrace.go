@@ -109,15 +109,15 @@ func (c HTTPCarrier) Set(key, value string) { c[canonical(key)] = []string{value
 // Keys returns the header names.
 func (c HTTPCarrier) Keys() []string { return Carrier(c).Keys() }
 
-// Child starts a span named name as a child of ctx's span when that one is
-// recorded, with the same tracer provider; otherwise it returns ctx and its
-// span as they are, at no cost.
-func Child(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+// Child starts a span of kind named name as a child of ctx's span when that
+// one is recorded, with the same tracer provider; otherwise it returns ctx
+// and its span as they are, at no cost (not even the span's options).
+func Child(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
 		return ctx, parent
 	}
-	return parent.TracerProvider().Tracer(Scope).Start(ctx, name, opts...)
+	return parent.TracerProvider().Tracer(Scope).Start(ctx, name, trace.WithSpanKind(kind))
 }
 
 // End ends span, marking it failed with err when err is not nil.

@@ -68,7 +68,6 @@ type Config struct {
 // is safe for concurrent use.
 type Recorder struct {
 	cfg Config
-	log *slog.Logger
 
 	mu       sync.Mutex
 	policies map[string]*policyRecorder
@@ -100,7 +99,7 @@ func New(cfg Config) *Recorder {
 	if cfg.Known == nil {
 		cfg.Known = func(string) bool { return false }
 	}
-	return &Recorder{cfg: cfg, log: cfg.Logger, policies: make(map[string]*policyRecorder), kick: make(chan struct{}, 1)}
+	return &Recorder{cfg: cfg, policies: make(map[string]*policyRecorder), kick: make(chan struct{}, 1)}
 }
 
 func (r *Recorder) policy(name string) *policyRecorder {
@@ -190,7 +189,7 @@ func (r *Recorder) handle(m *nats.Msg) {
 	b, _ := json.Marshal(reply)
 	if m.Reply != "" {
 		if err := m.Respond(b); err != nil {
-			r.log.Debug("recording: reply", "err", err)
+			r.cfg.Logger.Debug("recording: reply", "err", err)
 		}
 	}
 }
@@ -243,7 +242,7 @@ func (r *Recorder) flush(now time.Time) {
 			m.Header.Set(client.HeaderRecordRows, strconv.Itoa(rows))
 			m.Header.Set(client.HeaderRecordDropped, strconv.FormatUint(dropped, 10))
 			if err := nc.PublishMsg(m); err != nil {
-				r.log.Warn("recording: publish rows", "policy", p.name, "err", err)
+				r.cfg.Logger.Warn("recording: publish rows", "policy", p.name, "err", err)
 			}
 		}
 		if until := p.until.Load(); until != 0 && now.UnixNano() > until && rows == 0 {

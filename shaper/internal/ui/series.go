@@ -84,11 +84,12 @@ type line struct {
 	rec Recorder
 
 	// Under Series.mu.
-	ring      []sample // len = Window/Interval
-	next, n   int      // where the next sample goes; how many are kept
-	last      Figures  // the counters at the last sample
-	lastAt    time.Time
-	seen      time.Time // when Figures last listed the policy
+	ring    []sample // len = Window/Interval
+	next, n int      // where the next sample goes; how many are kept
+	last    Figures  // the counters at the last sample
+	// seen is when Figures last listed the policy: the last sample's
+	// time once there is one (n > 0), the line's creation before.
+	seen      time.Time
 	deepest   []KeyDepth
 	deepestAt time.Time
 }
@@ -166,7 +167,7 @@ func (s *Series) lineLocked(policy string, now time.Time) *line {
 // while the page is open, until ctx ends.
 func (s *Series) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { every(ctx, s.cfg.Interval, func(now time.Time) { s.sample(now) }) })
+	wg.Go(func() { every(ctx, s.cfg.Interval, s.sample) })
 	wg.Go(func() {
 		every(ctx, s.cfg.DepthsEvery, func(now time.Time) {
 			if now.Sub(time.Unix(0, s.watched.Load())) < watchedFor {
@@ -201,7 +202,7 @@ func (s *Series) sample(now time.Time) {
 		sm := sample{at: now, queued: f.Queued, deferQueued: f.DeferQueued}
 		nan := math.NaN()
 		sm.admitted, sm.rejected, sm.deferred, sm.delivered, sm.failed = nan, nan, nan, nan, nan
-		if dt := now.Sub(l.lastAt).Seconds(); !l.lastAt.IsZero() && dt > 0 {
+		if dt := now.Sub(l.seen).Seconds(); l.n > 0 && dt > 0 {
 			sm.admitted = rate(f.Admitted, l.last.Admitted, dt)
 			sm.rejected = rate(f.Rejected, l.last.Rejected, dt)
 			sm.deferred = rate(f.Deferred, l.last.Deferred, dt)
@@ -212,7 +213,7 @@ func (s *Series) sample(now time.Time) {
 		sm.inQueueP50, sm.inQueueP99 = quantile(&s.buf, n, 0.5), quantile(&s.buf, n, 0.99)
 		n = l.rec.lateness.take(&s.buf)
 		sm.latenessP99 = quantile(&s.buf, n, 0.99)
-		l.last, l.lastAt, l.seen = f, now, now
+		l.last, l.seen = f, now
 		l.ring[l.next] = sm
 		l.next = (l.next + 1) % len(l.ring)
 		l.n = min(l.n+1, len(l.ring))

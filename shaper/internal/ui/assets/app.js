@@ -4,6 +4,7 @@
 
 import { api, APIError, clearToken, setToken, token } from './api.js';
 import { PolicyCard } from './card.js';
+import { el } from './dom.js';
 import * as fmt from './format.js';
 
 const every = 1000;
@@ -50,8 +51,9 @@ function card(name) {
   return c;
 }
 
-// arrange shows the cards of names, in order, and the nav linking them.
-function arrange(names, policies) {
+// arrange shows the cards of policies, in order, and the nav linking them.
+function arrange(policies) {
+  const names = policies.map((p) => p.name);
   const list = $('policies');
   for (const [name, c] of cards) {
     if (!names.includes(name)) {
@@ -69,9 +71,7 @@ function arrange(names, policies) {
   if (signature === navSignature) return;
   navSignature = signature;
   $('nav').replaceChildren(...policies.map((p) => {
-    const a = document.createElement('a');
-    a.href = '#policy-' + encodeURIComponent(p.name);
-    a.textContent = p.name;
+    const a = el('a', { href: '#policy-' + encodeURIComponent(p.name), textContent: p.name });
     if (p.override) {
       a.className = 'override';
       a.title = 'tuned live';
@@ -93,7 +93,7 @@ async function poll() {
       api('GET', 'v1/policies'),
     ]);
     const policies = ans.policies || [];
-    arrange(policies.map((p) => p.name), policies);
+    arrange(policies);
     for (const s of series.policies) {
       const t = s.samples.t;
       if (t.length) since = Math.max(since, t[t.length - 1]);

@@ -3,8 +3,9 @@
 
 import { Chart } from './chart.js';
 import { DeadLetters } from './dead.js';
+import { el } from './dom.js';
 import * as fmt from './format.js';
-import { Tuner } from './tune.js';
+import { overridden, Tuner } from './tune.js';
 
 // The series of each chart: keys of GET /v1/ui/series's samples.
 const charts = {
@@ -89,10 +90,9 @@ export class PolicyCard {
     out.replaceChildren();
     parts.forEach(([f, label], i) => {
       if (i) out.append(' · ');
-      const span = document.createElement('span');
-      span.textContent = label;
+      const span = el('span', { textContent: label });
       span.dataset.setting = f;
-      if (file && String(p[f] ?? '') !== String(file[f] ?? '')) {
+      if (overridden(p, file, f)) {
         span.className = 'over';
         span.title = `overridden; the policy file says ${file[f] || 'none'}`;
       }
@@ -115,20 +115,12 @@ export class PolicyCard {
     const keys = s.deepest || [];
     const top = keys.length ? keys[0].depth : 1;
     panel.querySelector('tbody').replaceChildren(...keys.map((k) => {
-      const tr = document.createElement('tr');
-      const bar = document.createElement('div');
-      bar.className = 'bar';
+      const bar = el('div', { className: 'bar' });
       bar.style.width = Math.max(1, (100 * k.depth) / top) + '%';
-      const cells = [k.key, fmt.count(k.depth)].map((t, i) => {
-        const td = document.createElement('td');
-        td.textContent = t;
-        if (i === 0) td.title = t;
-        if (i === 1) td.className = 'num';
-        return td;
-      });
-      const barCell = document.createElement('td');
-      barCell.append(bar);
-      tr.append(...cells, barCell);
+      const tr = el('tr', {},
+        el('td', { textContent: k.key, title: k.key }),
+        el('td', { textContent: fmt.count(k.depth), className: 'num' }),
+        el('td', {}, bar));
       tr.dataset.key = k.key;
       tr.dataset.depth = k.depth;
       return tr;

@@ -2,6 +2,9 @@
 // the y axis from zero to a round maximum. Colours come from the CSS
 // classes s-<series key>.
 
+import { el } from './dom.js';
+import { last } from './format.js';
+
 const svgNS = 'http://www.w3.org/2000/svg';
 const width = 600;
 const height = 120;
@@ -9,9 +12,9 @@ const pad = 3; // keeps a line at zero or at the top visible
 const minSpan = 60000; // a chart spans at least a minute, even just after start
 
 function svg(name, attrs) {
-  const el = document.createElementNS(svgNS, name);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-  return el;
+  const e = document.createElementNS(svgNS, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
 }
 
 // roundUp returns the smallest of 1, 2, 2.5, 5 times a power of ten at
@@ -29,8 +32,6 @@ export class Chart {
   constructor(root, series, format) {
     this.series = series;
     this.format = format;
-    const plot = document.createElement('div');
-    plot.className = 'plot';
     const s = svg('svg', { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: 'none', role: 'img' });
     s.setAttribute('aria-label', root.querySelector('figcaption').textContent);
     for (const y of [pad, height / 2]) {
@@ -41,25 +42,18 @@ export class Chart {
       s.append(p);
       return p;
     });
-    this.top = Object.assign(document.createElement('span'), { className: 'y y-top' });
-    this.mid = Object.assign(document.createElement('span'), { className: 'y y-mid' });
-    plot.append(s, this.top, this.mid);
-    this.xLeft = document.createElement('span');
-    const x = document.createElement('div');
-    x.className = 'x';
-    x.append(this.xLeft, Object.assign(document.createElement('span'), { textContent: 'now' }));
-    const legend = document.createElement('ul');
-    legend.className = 'legend';
+    this.top = el('span', { className: 'y y-top' });
+    this.mid = el('span', { className: 'y y-mid' });
+    this.xLeft = el('span', {});
+    const legend = el('ul', { className: 'legend' });
     this.values = series.map((l) => {
-      const li = document.createElement('li');
-      li.className = 's-' + l.key;
-      const v = Object.assign(document.createElement('span'), { className: 'v' });
-      li.append(Object.assign(document.createElement('span'), { className: 'swatch' }),
-        Object.assign(document.createElement('span'), { textContent: l.label }), v);
-      legend.append(li);
+      const v = el('span', { className: 'v' });
+      legend.append(el('li', { className: 's-' + l.key },
+        el('span', { className: 'swatch' }), el('span', { textContent: l.label }), v));
       return v;
     });
-    root.append(plot, x, legend);
+    root.append(el('div', { className: 'plot' }, s, this.top, this.mid),
+      el('div', { className: 'x' }, this.xLeft, el('span', { textContent: 'now' })), legend);
   }
 
   // show shows or hides the series key (its line and its legend).
@@ -95,9 +89,7 @@ export class Chart {
         pen = true;
       }
       this.paths[j].setAttribute('d', d);
-      let lastValue = null;
-      for (let i = ys.length - 1; i >= 0; i--) if (ys[i] != null) { lastValue = ys[i]; break; }
-      this.values[j].textContent = this.format(lastValue);
+      this.values[j].textContent = this.format(last(ys));
     });
     this.top.textContent = this.format(top);
     this.mid.textContent = this.format(top / 2);

@@ -3,15 +3,10 @@
 // POST /v1/dead/replay after a confirmation.
 
 import { api, path } from './api.js';
+import { el, say } from './dom.js';
 import { count, plural, when } from './format.js';
 
 const listed = 20;
-
-function el(tag, props, ...children) {
-  const e = Object.assign(document.createElement(tag), props);
-  e.append(...children);
-  return e;
-}
 
 export class DeadLetters {
   constructor(root, name, changed) {
@@ -56,7 +51,7 @@ export class DeadLetters {
       this.letters = ans.dead || [];
       this.render();
     } catch (e) {
-      this.say('Dead letters not read: ' + e.message, false);
+      say(this.result, 'Dead letters not read: ' + e.message, false);
     } finally {
       this.loading = false;
     }
@@ -95,7 +90,7 @@ export class DeadLetters {
       this.detail.querySelector('.history').replaceChildren(...(d.history || []).map((h) => el('li', { textContent: h })));
       this.detail.hidden = false;
     } catch (e) {
-      this.say('Not shown: ' + e.message, false);
+      say(this.result, 'Not shown: ' + e.message, false);
     }
   }
 
@@ -118,17 +113,12 @@ export class DeadLetters {
       this.detail.hidden = true; // it may show a letter that is gone
       const ids = (r.results || []).filter((x) => x.done && x.new_id).map((x) => x.new_id);
       const shown = ids.slice(0, 3).join(', ') + (ids.length > 3 ? ', …' : '');
-      this.say(`Replayed ${r.done} of ${r.matched}` + (ids.length ? ` (new ${ids.length > 1 ? 'ids' : 'id'} ${shown})` : '') + '.',
+      say(this.result, `Replayed ${r.done} of ${r.matched}` + (ids.length ? ` (new ${ids.length > 1 ? 'ids' : 'id'} ${shown})` : '') + '.',
         r.done === r.matched);
       this.total = null; // read the list again
       this.changed();
     } catch (e) {
-      this.say('Not replayed: ' + e.message, false);
+      say(this.result, 'Not replayed: ' + e.message, false);
     }
-  }
-
-  say(message, ok) {
-    this.result.textContent = message;
-    this.result.className = 'result ' + (ok ? 'ok' : 'bad');
   }
 }

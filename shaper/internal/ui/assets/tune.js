@@ -4,11 +4,16 @@
 // DELETE /v1/policies/{name}/override.
 
 import { api, path } from './api.js';
+import { el, say } from './dom.js';
 
-export const fields = ['outflow', 'queue', 'total', 'overflow'];
+const fields = ['outflow', 'queue', 'total', 'overflow'];
 
 // text returns a setting as the form shows it ("" for no total cap).
 function text(v) { return v == null ? '' : String(v); }
+
+// overridden says whether setting f of the live policy p differs from the
+// policy file's settings file (null when unknown).
+export function overridden(p, file, f) { return file != null && text(p[f]) !== text(file[f]); }
 
 export class Tuner {
   // form is the policy's <form class="tune">; changed(p) is called with
@@ -39,21 +44,15 @@ export class Tuner {
     this.live = p;
     this.file = file;
     for (const f of fields) {
-      const live = text(p[f]);
-      const over = file != null && live !== text(file[f]);
+      const over = overridden(p, file, f);
       const field = this.form.querySelector(`[data-field="${f}"]`);
       field.classList.toggle('overridden', over);
       const mark = field.querySelector('.mark');
       mark.hidden = !over;
       if (over) mark.querySelector('b').textContent = text(file[f]) || 'none';
-      if (!this.dirty && !this.confirm.contains(document.activeElement)) this.input(f).value = live;
+      if (!this.dirty && !this.confirm.contains(document.activeElement)) this.input(f).value = text(p[f]);
     }
     this.resetButton.disabled = !p.override;
-  }
-
-  say(message, ok) {
-    this.result.textContent = message;
-    this.result.className = 'result ' + (ok ? 'ok' : 'bad');
   }
 
   // review checks the form and asks for a confirmation of what changes.
@@ -67,13 +66,13 @@ export class Tuner {
       if (f === 'queue') {
         const n = Number(v);
         if (!Number.isInteger(n) || n < 1) {
-          this.say('Queue: want a whole number of at least 1.', false);
+          say(this.result, 'Queue: want a whole number of at least 1.', false);
           this.input(f).focus();
           return;
         }
         change.queue = n;
       } else if (f === 'outflow' && v === '') {
-        this.say('Outflow: want a rate such as 20/s.', false);
+        say(this.result, 'Outflow: want a rate such as 20/s.', false);
         this.input(f).focus();
         return;
       } else {
@@ -82,7 +81,7 @@ export class Tuner {
       diff.push([f, live || 'none', v || 'none']);
     }
     if (diff.length === 0) {
-      this.say('Nothing to change: the form shows the live settings.', true);
+      say(this.result, 'Nothing to change: the form shows the live settings.', true);
       return;
     }
     this.ask(`Change ${this.name} on every shaper of the cluster?`, diff,
@@ -106,9 +105,8 @@ export class Tuner {
     this.confirm.querySelector('.question').textContent = question;
     const list = this.confirm.querySelector('.diff');
     list.replaceChildren(...diff.map(([f, from, to]) => {
-      const li = document.createElement('li');
+      const li = el('li', { textContent: `${f}: ${from} → ${to}` });
       li.dataset.field = f;
-      li.textContent = `${f}: ${from} → ${to}`;
       return li;
     }));
     this.confirm.hidden = false;
@@ -133,11 +131,11 @@ export class Tuner {
       this.pending = null;
       this.confirm.hidden = true;
       this.dirty = false;
-      this.say(`${pending.done}: outflow ${p.outflow}, queue ${p.queue}, overflow ${p.overflow}` +
+      say(this.result, `${pending.done}: outflow ${p.outflow}, queue ${p.queue}, overflow ${p.overflow}` +
         (p.total ? `, total ${p.total}` : ', no total cap') + '.', true);
       this.changed(p);
     } catch (e) {
-      this.say('Not applied: ' + e.message, false);
+      say(this.result, 'Not applied: ' + e.message, false);
     } finally {
       button.disabled = false;
     }
