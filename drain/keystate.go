@@ -31,6 +31,7 @@ type keyState struct {
 
 	pend      []uint64  // delivered jobs whose slots are not yet freed
 	pendingAt time.Time // when to free them if no delivery does it first
+	freedAt   time.Time // when this drainer last saw a removal of its own lower the depth
 
 	fetch   bool      // the head must be read
 	fetchAt time.Time // not before this
@@ -269,7 +270,7 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 // status returns the key's KeyStatus at now, for slots every interval held
 // for hold after their delivery.
 func (k *keyState) status(now time.Time, hold time.Duration) KeyStatus {
-	st := KeyStatus{Queued: k.depth, Waiting: max(k.depth-int64(len(k.pend)), 0), Seen: k.notified, Retrying: k.retrying()}
+	st := KeyStatus{Queued: k.depth, Waiting: max(k.depth-int64(len(k.pend)), 0), Seen: k.notified, Retrying: k.retrying(), FreedAt: k.freedAt}
 	attempt, attempting := k.attemptAt()
 	var room time.Time
 	switch {

@@ -237,7 +237,10 @@ func (d *Drainer) complete(s *step) (report bool) {
 		d.queueFailed(now)
 	}
 	if s.removeOK {
-		d.queued -= int64(k.freed(len(s.remove)))
+		if n := k.freed(len(s.remove)); n > 0 {
+			d.queued -= int64(n)
+			k.freedAt = now
+		}
 	} else if len(s.remove) > 0 {
 		k.pendingAt, k.retry = retryAt, k.retry|retryFree
 	}
@@ -267,6 +270,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 		if s.deadErr == nil {
 			if k.buried(s.job) {
 				d.queued--
+				k.freedAt = now
 			}
 		} else {
 			k.job(s.job).due, k.retry = retryAt, k.retry|retryDead

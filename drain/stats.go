@@ -46,6 +46,11 @@ type KeyStatus struct {
 	Waiting int64         // of those, jobs not yet delivered
 	Seen    uint64        // highest sequence of the key the drainer has seen stored
 	RoomIn  time.Duration // time until a slot of the key frees
+	// FreedAt is when the drainer last counted a slot of the key freed by
+	// its own removal (a delivered or dead-lettered job), after the queue
+	// had removed it; zero if never. A store that refused a job of the key
+	// after FreedAt saw that slot freed.
+	FreedAt time.Time
 	NextIn  time.Duration // time until the key's next delivery may start
 	// Retrying is the number of the key's failed jobs waiting for a retry
 	// or their dead letter: stepped aside, or at the head of the key.

@@ -68,26 +68,33 @@ func (g *Gate) decide(p *policies.Policy, token string, now time.Time, from arri
 	return enter
 }
 
-// refused records that the store refused a job of key token at now as
-// full. The draining shaper knows exactly when a slot frees: until then
-// the answer cannot change, and decide says full without asking again.
-func (g *Gate) refused(p *policies.Policy, token string, now time.Time) {
+// refused records that the store, asked at asked, refused a job of key
+// token as full. The draining shaper knows exactly when a slot frees:
+// until then the answer cannot change, and decide says full without asking
+// again.
+func (g *Gate) refused(p *policies.Policy, token string, asked time.Time) {
 	if !g.drained.Active() {
 		return
 	}
-	if room := g.freeIn(p, g.drained.Key(token, now)); room > 0 {
-		g.full.Store(token, now.Add(room))
+	if room := g.freeIn(p, g.drained.Key(token, asked), asked); room > 0 {
+		g.full.Store(token, asked.Add(room))
 	}
 }
 
 // freeIn is how long until a slot of a key of p frees, from the drainer's
-// view st of it. When the drainer sees fewer jobs than the queue holds
-// (p's size, or the store's when smaller), the store's refusal raced with
-// a slot freeing (or came before the drainer saw a job): there is room
-// now, or there will be as soon as the drainer catches up, so 0 — not the
-// key's next slot after the one just freed, which may be an hour away.
-func (g *Gate) freeIn(p *policies.Policy, st drain.KeyStatus) time.Duration {
-	if st.Queued < int64(min(p.Queue, g.queue.Limit())) {
+// view st of it, for a refusal by a store asked at asked. When the drainer
+// sees fewer jobs than the queue holds (p's size, or the store's when
+// smaller), either the store's refusal raced with a slot the drainer freed
+// since it was asked — there is room now, so 0, not the key's next slot
+// after the one just freed, which may be an hour away — or the drainer has
+// not yet seen the jobs that fill the key, and the slot frees when it says
+// (RoomIn: the key's next slot, and the hold after it). A refusal by a
+// store asked after the drainer last freed a slot of the key is the
+// second. A drainer that never freed one (a passive one, or a key new to
+// it, whose RoomIn is only a guess) cannot tell: 0, and the producer asks
+// again.
+func (g *Gate) freeIn(p *policies.Policy, st drain.KeyStatus, asked time.Time) time.Duration {
+	if st.Queued < int64(min(p.Queue, g.queue.Limit())) && (st.FreedAt.IsZero() || !st.FreedAt.Before(asked)) {
 		return 0
 	}
 	return st.RoomIn
@@ -299,12 +306,13 @@ func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now
 }
 
 // fullDecision is the decision for a job refused because its key's queue
-// is full: come back when the key's next slot frees.
+// is full (by the store, or decide, at now): come back when the key's next
+// slot frees.
 func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time) Decision {
 	st := g.drained.Key(token, now)
 	interval := p.Outflow.Interval()
 	queued := max(st.Queued, int64(p.Queue))
-	room := g.freeIn(p, st)
+	room := g.freeIn(p, st, now)
 	return Decision{
 		Outcome:    Full,
 		Queued:     queued,

@@ -171,6 +171,7 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 	}
 	h := queue.JobHeader(m.Header)
 	h.Set(queue.HeaderDeferrals, strconv.Itoa(m.Attempt-1))
+	asked := now
 	_, err := g.queue.Admit(ctx, queue.Job{ID: m.ID, Key: m.Key, Payload: m.Payload, EnqueuedAt: m.EnqueuedAt, Header: h})
 	switch {
 	case err == nil:
@@ -180,9 +181,9 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 		}
 		return nil
 	case errors.Is(err, queue.ErrFull):
+		g.refused(p, m.Token, asked)
 		now = g.now()
-		g.refused(p, m.Token, now)
-		return &drain.RetryAfterError{After: max(g.freeIn(p, g.drained.Key(m.Token, now)), time.Millisecond), Cause: "key's queue is full"}
+		return &drain.RetryAfterError{After: max(g.freeIn(p, g.drained.Key(m.Token, now), asked), time.Millisecond), Cause: "key's queue is full"}
 	default:
 		return err
 	}

@@ -321,3 +321,42 @@ func TestGateRefusalRacingAFreedSlot(t *testing.T) {
 		t.Errorf("at once after = %+v, want accepted (not full from memory)", d)
 	}
 }
+
+// staleView is a drainer's view of a key as it was at a moment: a drainer
+// that has not yet seen the jobs stored since.
+type staleView struct {
+	admission.View
+	st drain.KeyStatus
+}
+
+func (v staleView) Key(string, time.Time) drain.KeyStatus { return v.st }
+
+// A refusal by a store asked after the drainer freed the key's last slot
+// did not race with that slot: the drainer has not yet seen the job that
+// took it, so the answer is the key's next slot, an hour away, not 1 ms.
+func TestGateRefusalAheadOfTheDrainer(t *testing.T) {
+	r := newRig(t, "policies:\n  - name: p\n    outflow: 1/h\n    queue: 1\n", admission.Config{})
+	r.admit("k")
+	r.advance(0)           // delivered: its slot is held for a second, the key's next slot is in an hour
+	r.advance(time.Second) // the slot frees
+	token, err := queue.EncodeKey("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := r.main.Key(token, r.clock.Now())
+	if before.Queued != 0 || before.FreedAt.IsZero() {
+		t.Fatalf("the drainer's view once the slot freed = %+v, want the key empty and when it freed", before)
+	}
+	r.clock.add(time.Millisecond)
+	if d := r.admit("k"); d.Outcome != admission.Accepted {
+		t.Fatalf("into the freed slot = %+v, want accepted", d)
+	}
+	r.gate.Attach(staleView{r.main, before}, r.dfr)
+	d := r.admit("k")
+	if d.Outcome != admission.Full || d.RetryAfter < 30*time.Minute || d.RetryAfter > time.Hour+time.Second {
+		t.Errorf("a refusal the drainer has not caught up with = %+v, want full, come back in about an hour", d)
+	}
+	if d := r.admit("k"); d.Outcome != admission.Full || d.RetryAfter < 30*time.Minute {
+		t.Errorf("at once after = %+v, want full from memory, about an hour", d)
+	}
+}
