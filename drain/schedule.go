@@ -134,7 +134,10 @@ func (d *Drainer) drive() bool {
 func (d *Drainer) due(now time.Time, steps []*step) (_ []*step, next time.Time, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.draining || !d.active || d.stopped {
+	if d.draining || !d.active || d.stopped || d.fenced(now) || d.fenced(d.clock.Now()) {
+		// Past the lease's bound nothing starts (also when Advance is
+		// given a time before the clock's): HoldUntil wakes the scheduler
+		// when it moves.
 		return steps, time.Time{}, false
 	}
 	for d.heap.Len() > 0 && !d.heap[0].at.After(now) {
@@ -244,11 +247,15 @@ func (d *Drainer) complete(s *step) (report bool) {
 	} else if len(s.remove) > 0 {
 		k.pendingAt, k.retry = retryAt, k.retry|retryFree
 	}
-	if s.held() {
+	switch {
+	case s.fenced:
+		// Not handed over: the job keeps its slot, and goes once the lease
+		// is renewed.
+	case s.held():
 		// Not an attempt: the job goes in the key's slot once the slots
 		// before it are freed.
 		k.next, k.retry = maxTime(k.next, retryAt), k.retry|retryHeld
-	} else if s.deliver != nil {
+	case s.deliver != nil:
 		t := k.job(s.job)
 		if attempted(s.err) {
 			// Every attempt takes a slot of the key; retries use its budget.
@@ -266,7 +273,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 			d.failed(k, t, s, now)
 		}
 	}
-	if s.deadLetter != nil {
+	if s.deadLetter != nil && !s.fenced {
 		if s.deadErr == nil {
 			if k.buried(s.job) {
 				d.queued--

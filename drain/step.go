@@ -39,6 +39,7 @@ type step struct {
 	gen        uint64          // the queue calls' generation the step began in
 
 	// results
+	fenced    bool // the delivery or dead letter did not start: past the lease's bound (HoldUntil)
 	started   time.Time
 	err       error
 	deadErr   error
@@ -87,6 +88,13 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 		s.read = s.read && s.job != headJob // the head stays
 	case s.deliver != nil:
 		s.started = d.clock.Now()
+		if d.fenced(s.started) {
+			// The lease may have passed to another shaper while this one
+			// was frozen between scheduling and now: hand nothing over.
+			s.fenced = true
+			s.read = s.read && s.job != headJob // the head stays
+			break
+		}
 		s.delivery = Delivery{Policy: d.policy, Token: s.k.token, Msg: s.deliver}
 		s.err = d.sink.Deliver(ctx, &s.delivery)
 		if s.err != nil {
@@ -99,7 +107,10 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 			}
 		}
 	}
-	if s.deadLetter != nil {
+	if s.deadLetter != nil && d.fenced(d.clock.Now()) {
+		s.fenced = true // another shaper may be delivering it now
+		s.read = s.read && s.job != headJob
+	} else if s.deadLetter != nil {
 		s.deadErr = d.cfg.DeadLetter(ctx, s.deadLetter, s.reason, s.history)
 		if s.deadErr == nil {
 			s.deadErr = d.q.Remove(qctx, s.deadLetter.Seq)
