@@ -121,6 +121,14 @@ func (line *pipeline) setActive(on bool) {
 	line.deferDrain.SetActive(on)
 }
 
+// holdUntil bounds the pipeline's deliveries and re-admissions to the end
+// of the policy's drain lease as this shaper's monotonic clock reads it
+// (drain.Drainer.HoldUntil); the zero time removes the bound.
+func (line *pipeline) holdUntil(until time.Time) {
+	line.drain.HoldUntil(until)
+	line.deferDrain.HoldUntil(until)
+}
+
 // stop finishes the deliveries in flight (until ctx ends) and stops the
 // drainers; queued jobs stay in JetStream.
 func (line *pipeline) stop(ctx context.Context, log *slog.Logger) {
