@@ -99,7 +99,7 @@ func (s *Shaper) open(runCtx context.Context) error {
 // policy is removed). The returned channel is closed once the first
 // attempt at the lease is over.
 func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-chan struct{}, error) {
-	var line *pipeline
+	var line *served
 	err := s.retry(openCtx, "opening the streams of policy "+p.Name, func(ctx context.Context) (err error) {
 		line, err = s.openPipeline(runCtx, ctx, p)
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,37 +16,35 @@ import (
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
+	"github.com/shaper-dev/shaper/shaper/internal/pipeline"
 )
 
 // Deferred jobs of policy p wait in their own stream, SHAPER_DEFER_<p> on
 // shaper.deferred.<p>.<key token>: message schedules cannot live in the
 // DiscardNew queue stream, and a separate per-key FIFO keeps deferred jobs
-// of a key in submission order. A second Drainer "delivers" them back into
-// the policy's queue (admission.Gate.Readmitter).
+// of a key in submission order. The pipeline's second drainer "delivers"
+// them back into the policy's queue (admission.Gate.Readmitter).
 const (
 	deferSubjectRoot  = "shaper.deferred"
 	deferStreamPrefix = "SHAPER_DEFER_"
-	deferWorkers      = 8
 )
 
-// pipeline is everything a Shaper runs for one policy: its admission gate,
-// its queue and the drainer delivering it, and its deferred jobs with the
-// drainer re-admitting them.
-type pipeline struct {
-	gate       *admission.Gate
+// served is a policy this shaper serves: its pipeline (gate and drainers,
+// assembled by pipeline.New as a replay assembles its own), on the
+// policy's JetStream queue and deferred stream.
+type served struct {
+	*pipeline.Pipeline
 	queue      *queue.Queue
-	drain      *drain.Drainer
 	deferQueue *queue.Queue
-	deferDrain *drain.Drainer
 	waiting    func() time.Time   // since when deliveries find no consumer (nil: not a NATS request sink)
 	override   atomic.Bool        // the live policy is a stored override
 	stopLease  context.CancelFunc // stops holding the policy's drain lease
 }
 
 // openPipeline opens p's streams (queue, deferred jobs, dead letters) with
-// ctx, and its gate and its drainers, which run until runCtx ends, passive
+// ctx, and its pipeline, whose drainers run until runCtx ends, passive
 // until this shaper holds p's lease.
-func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*pipeline, error) {
+func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*served, error) {
 	qcfg := queue.Config{
 		Replicas:   s.cfg.Replicas,
 		MaxPayload: s.cfg.MaxPayload,
@@ -71,77 +68,53 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 	if err != nil {
 		return nil, err
 	}
-	gate, err := admission.New(p, q, deferQ, admission.Config{
-		Redis:   s.rdb,
-		Shapers: s.cluster.Shapers,
+	line, err := pipeline.New(p, q, deferQ, s.observe(p.Name, sink), pipeline.Config{
+		Workers: s.cfg.Workers,
 		Logger:  s.log,
-		OnDefer: func(id, key string, next time.Time) {
-			s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Deferred, NextTry: next})
+		Passive: true, // until this shaper holds the policy's lease
+		Gate: admission.Config{
+			Redis:   s.rdb,
+			Shapers: s.cluster.Shapers,
+			OnDefer: func(id, key string, next time.Time) {
+				s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Deferred, NextTry: next})
+			},
+			OnReadmit: func(id, key string, deferrals int) {
+				s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Queued, Deferrals: deferrals})
+			},
+			Observe: s.recorder.Observe(p.Name),
 		},
-		OnReadmit: func(id, key string, deferrals int) {
-			s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Queued, Deferrals: deferrals})
-		},
-		Observe: s.recorder.Observe(p.Name),
+		OnDeliver:       s.onDeliver(p.Name, s.recordDelivery(p.Name)),
+		OnReadmit:       s.recordDeferred(p.Name),
+		DeadLetter:      s.dead.Func(p.Name, deadletter.FromQueue),
+		DeferDeadLetter: s.dead.Func(p.Name, deadletter.FromDeferred),
+		Resume:          s.failedAttempts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admit: %w", err)
 	}
-	line := &pipeline{gate: gate, queue: q, deferQueue: deferQ}
+	sv := &served{Pipeline: line, queue: q, deferQueue: deferQ}
 	if ns, ok := sink.(*drain.NATSSink); ok {
-		line.waiting = ns.Waiting
+		sv.waiting = ns.Waiting
 	}
-	line.drain = drain.New(q, s.observe(p.Name, sink), admission.Pace(p), drain.Config{
-		Workers:    s.cfg.Workers,
-		Logger:     s.log,
-		DeadLetter: s.dead.Func(p.Name, deadletter.FromQueue),
-		FailReason: drain.ReasonDelivery,
-		OnDeliver:  s.onDeliver(p.Name, s.recordDelivery(p.Name)),
-		Resume:     s.failedAttempts,
-		Passive:    true, // until this shaper holds the policy's lease
-	})
-	line.deferDrain = drain.New(deferQ, gate.Readmitter(), admission.DeferPace(p), drain.Config{
-		Workers:     deferWorkers,
-		Logger:      s.log.With("path", "deferred"),
-		DeadLetter:  s.dead.Func(p.Name, deadletter.FromDeferred),
-		FailReason:  drain.ReasonAttempts,
-		CountPauses: true,
-		OnDeliver:   s.recordDeferred(p.Name),
-		Passive:     true,
-	})
-	gate.Attach(line.drain, line.deferDrain)
-	line.drain.Start(runCtx)
-	line.deferDrain.Start(runCtx)
-	return line, nil
+	line.Start(runCtx)
+	return sv, nil
 }
 
 // setActive starts (true) or stops (false) the pipeline's deliveries and
 // re-admissions: this shaper took or lost the policy's lease.
-func (line *pipeline) setActive(on bool) {
-	line.drain.SetActive(on)
-	line.deferDrain.SetActive(on)
-}
+func (sv *served) setActive(on bool) { sv.SetActive(on) }
 
 // holdUntil bounds the pipeline's deliveries and re-admissions to the end
 // of the policy's drain lease as this shaper's monotonic clock reads it
 // (drain.Drainer.HoldUntil); the zero time removes the bound.
-func (line *pipeline) holdUntil(until time.Time) {
-	line.drain.HoldUntil(until)
-	line.deferDrain.HoldUntil(until)
-}
+func (sv *served) holdUntil(until time.Time) { sv.HoldUntil(until) }
 
 // stop finishes the deliveries in flight (until ctx ends) and stops the
 // drainers; queued jobs stay in JetStream.
-func (line *pipeline) stop(ctx context.Context, log *slog.Logger) {
-	var wg sync.WaitGroup
-	for _, d := range []*drain.Drainer{line.drain, line.deferDrain} {
-		wg.Go(func() {
-			if err := d.Drain(ctx); err != nil {
-				log.Warn("drain at shutdown", "policy", line.gate.Policy().Name, "err", err)
-			}
-			d.Stop()
-		})
+func (sv *served) stop(ctx context.Context, log *slog.Logger) {
+	if err := sv.Stop(ctx); err != nil {
+		log.Warn("drain at shutdown", "policy", sv.Policy().Name, "err", err)
 	}
-	wg.Wait()
 }
 
 // sinkFor returns the sink p's jobs are delivered to.

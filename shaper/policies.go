@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +33,7 @@ import (
 type table struct {
 	mu    sync.RWMutex
 	file  *policies.Set        // as the policy file says (replaced by a reload)
-	lines map[string]*pipeline // one per policy served; the live version is its gate's
+	lines map[string]*served // one per policy served; the live version is its gate's
 
 	// deadCount returns how many dead letters a policy has, from memory;
 	// set once the dead letters are open (setDeadCount).
@@ -40,7 +41,7 @@ type table struct {
 }
 
 func newTable(file *policies.Set) *table {
-	return &table{file: file, lines: make(map[string]*pipeline)}
+	return &table{file: file, lines: make(map[string]*served)}
 }
 
 // setDeadCount makes count the source of each policy's dead letters count.
@@ -51,7 +52,7 @@ func (t *table) setDeadCount(count func(policy string) uint64) {
 }
 
 // add makes line the pipeline of policy name.
-func (t *table) add(name string, line *pipeline) {
+func (t *table) add(name string, line *served) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lines[name] = line
@@ -59,7 +60,7 @@ func (t *table) add(name string, line *pipeline) {
 
 // remove stops serving policy name and returns its pipeline (nil when it
 // had none): submissions to it are answered 404 from now on.
-func (t *table) remove(name string) *pipeline {
+func (t *table) remove(name string) *served {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	line := t.lines[name]
@@ -75,7 +76,7 @@ func (t *table) fileVersion(name string) (policies.Policy, bool) {
 }
 
 // line returns the pipeline of the named policy, or nil.
-func (t *table) line(name string) *pipeline {
+func (t *table) line(name string) *served {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.lines[name]
@@ -85,21 +86,40 @@ func (t *table) line(name string) *pipeline {
 // an unknown one (ingress.Config.Gate).
 func (t *table) gate(name string) (*admission.Gate, *queue.Queue) {
 	if line := t.line(name); line != nil {
-		return line.gate, line.queue
+		return line.Gate, line.queue
 	}
 	return nil, nil
 }
 
 // names returns the names of the policies served, sorted.
 func (t *table) names() []string {
+	lines := t.snapshot()
+	names := make([]string, len(lines))
+	for i, l := range lines {
+		names[i] = l.name
+	}
+	return names
+}
+
+// namedLine is a policy served, as a snapshot of the table holds it.
+type namedLine struct {
+	name string
+	*served
+}
+
+// snapshot returns the policies served now with their pipelines, sorted
+// by name: a reader that goes over every policy reads the table once, so
+// that a reload removing a policy meanwhile cannot leave it a name
+// without a pipeline.
+func (t *table) snapshot() []namedLine {
 	t.mu.RLock()
-	names := make([]string, 0, len(t.lines))
-	for n := range t.lines {
-		names = append(names, n)
+	lines := make([]namedLine, 0, len(t.lines))
+	for n, l := range t.lines {
+		lines = append(lines, namedLine{n, l})
 	}
 	t.mu.RUnlock()
-	slices.Sort(names)
-	return names
+	slices.SortFunc(lines, func(a, b namedLine) int { return strings.Compare(a.name, b.name) })
+	return lines
 }
 
 // queueOf returns the policy and queue whose stream made job id, and the
@@ -155,7 +175,7 @@ func (t *table) normalize(p policies.Policy) (policies.Policy, error) {
 	if line == nil {
 		return p, fmt.Errorf("unknown policy %q", p.Name)
 	}
-	if !reflect.DeepEqual(line.gate.Policy().Deliver, p.Deliver) {
+	if !reflect.DeepEqual(line.Gate.Policy().Deliver, p.Deliver) {
 		return p, errors.New("deliver cannot change while running: edit the policy file and restart")
 	}
 	t.mu.RLock()
@@ -175,19 +195,20 @@ func (t *table) apply(ctx context.Context, p policies.Policy, override bool, log
 		return err
 	}
 	line := t.line(p.Name)
-	old := line.gate.Policy()
+	if line == nil {
+		return fmt.Errorf("unknown policy %q", p.Name)
+	}
+	old := line.Policy()
 	if err := line.queue.Resize(ctx, p.Queue); err != nil {
 		return err
 	}
 	if err := line.deferQueue.Resize(ctx, admission.DeferredSize(p)); err != nil {
 		return err
 	}
-	if err := line.gate.SetPolicy(p); err != nil {
+	if err := line.SetPolicy(p); err != nil {
 		return err
 	}
 	line.override.Store(override)
-	line.drain.SetPace(admission.Pace(p))
-	line.deferDrain.SetPace(admission.DeferPace(p))
 	if !reflect.DeepEqual(*old, p) {
 		log.Info("policy changed", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue,
 			"overflow", p.Overflow, "total", p.Total.String(), "override", override)
@@ -205,8 +226,8 @@ func (t *table) sweep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			for _, name := range t.names() {
-				t.line(name).gate.Sweep(now)
+			for _, line := range t.snapshot() {
+				line.Gate.Sweep(now)
 			}
 		}
 	}
@@ -215,24 +236,16 @@ func (t *table) sweep(ctx context.Context) {
 // inFlight counts the deliveries and re-admissions in progress.
 func (t *table) inFlight() int {
 	n := 0
-	for _, name := range t.names() {
-		if line := t.line(name); line != nil {
-			n += line.drain.Stats().InFlight + line.deferDrain.Stats().InFlight
-		}
+	for _, line := range t.snapshot() {
+		n += line.Drain.Stats().InFlight + line.DeferDrain.Stats().InFlight
 	}
 	return n
 }
 
-// stop stops every pipeline (see pipeline.stop), at once.
+// stop stops every pipeline (see served.stop), at once.
 func (t *table) stop(ctx context.Context, log *slog.Logger) {
-	t.mu.RLock()
-	lines := make([]*pipeline, 0, len(t.lines))
-	for _, line := range t.lines {
-		lines = append(lines, line)
-	}
-	t.mu.RUnlock()
 	var wg sync.WaitGroup
-	for _, line := range lines {
+	for _, line := range t.snapshot() {
 		wg.Go(func() { line.stop(ctx, log) })
 	}
 	wg.Wait()

@@ -109,7 +109,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 			s.log.Warn("reload: "+w, "policy", p.Name)
 			continue
 		}
-		if live := line.gate.Policy(); !reflect.DeepEqual(live.Deliver, p.Deliver) {
+		if live := line.Gate.Policy(); !reflect.DeepEqual(live.Deliver, p.Deliver) {
 			w := p.Name + ": the delivery target changed: restart the shaper to apply it"
 			rep.Warnings = append(rep.Warnings, w)
 			s.log.Warn("reload: "+w, "policy", p.Name)
@@ -129,7 +129,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		}
 		line := s.policies.remove(name)
 		line.stopLease()
-		queued := line.drain.Stats().Queued
+		queued := line.Drain.Stats().Queued
 		line.stop(ctx, s.log)
 		rep.Removed = append(rep.Removed, name)
 		s.log.Warn("reload: policy removed: no longer admitted or drained; its queued jobs stay in JetStream", "policy", name, "queued", queued)

@@ -45,25 +45,30 @@ type PolicyStatus struct {
 
 // status returns every policy with its live figures, sorted by name.
 func (t *table) status(ctx context.Context) []PolicyStatus {
-	names := t.names()
-	out := make([]PolicyStatus, 0, len(names))
-	for _, n := range names {
-		if st, ok := t.policyStatus(ctx, n); ok {
-			out = append(out, st)
-		}
+	lines := t.snapshot()
+	out := make([]PolicyStatus, len(lines))
+	for i, line := range lines {
+		out[i] = t.lineStatus(ctx, line.name, line.served)
 	}
 	return out
 }
 
+// policyStatus returns policy name with its live figures, and false when
+// it is not served.
 func (t *table) policyStatus(ctx context.Context, name string) (PolicyStatus, bool) {
 	line := t.line(name)
 	if line == nil {
 		return PolicyStatus{}, false
 	}
-	ds := line.drain.Stats()
-	c := line.gate.Counts()
+	return t.lineStatus(ctx, name, line), true
+}
+
+// lineStatus returns the live figures of policy name, served by line.
+func (t *table) lineStatus(ctx context.Context, name string, line *served) PolicyStatus {
+	ds := line.Drain.Stats()
+	c := line.Gate.Counts()
 	st := PolicyStatus{
-		Policy:      *line.gate.Policy(),
+		Policy:      *line.Gate.Policy(),
 		Keys:        ds.Keys,
 		Queued:      ds.Queued,
 		Admitted:    c.Admitted,
@@ -74,7 +79,7 @@ func (t *table) policyStatus(ctx context.Context, name string) (PolicyStatus, bo
 		Shadow:      c.ShadowLimited,
 		LimiterErrs: c.LimiterErrors,
 		Deferred:    c.Deferred,
-		DeferQueued: line.deferDrain.Stats().Queued,
+		DeferQueued: line.DeferDrain.Stats().Queued,
 		Readmitted:  c.Readmitted,
 		Delivered:   ds.Delivered,
 		Failed:      ds.Failed,
@@ -82,7 +87,7 @@ func (t *table) policyStatus(ctx context.Context, name string) (PolicyStatus, bo
 		RetriesHeld: ds.RetriesDeferred,
 		Aside:       ds.SteppedAside,
 		Override:    line.override.Load(),
-		Draining:    line.drain.Active(),
+		Draining:    line.Drain.Active(),
 		InFlight:    ds.InFlight,
 	}
 	t.mu.RLock()
@@ -91,7 +96,7 @@ func (t *table) policyStatus(ctx context.Context, name string) (PolicyStatus, bo
 	if deadCount != nil {
 		st.Dead = deadCount(name)
 	}
-	return st, true
+	return st
 }
 
 // routes adds the policy routes to mux:
@@ -157,7 +162,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 		httpapi.Error(w, http.StatusRequestEntityTooLarge, "policy body: "+err.Error())
 		return
 	}
-	p := line.gate.Policy().Clone()
+	p := line.Gate.Policy().Clone()
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {

@@ -12,23 +12,19 @@ var _ ui.Source = (*table)(nil)
 
 // Figures returns every policy's figures from memory (ui.Source).
 func (t *table) Figures() []ui.Figures {
-	names := t.names()
-	out := make([]ui.Figures, 0, len(names))
-	for _, name := range names {
-		line := t.line(name)
-		if line == nil {
-			continue
-		}
-		ds, c := line.drain.Stats(), line.gate.Counts()
+	lines := t.snapshot()
+	out := make([]ui.Figures, 0, len(lines))
+	for _, line := range lines {
+		ds, c := line.Drain.Stats(), line.Gate.Counts()
 		out = append(out, ui.Figures{
-			Policy:      name,
+			Policy:      line.name,
 			Admitted:    c.Admitted,
 			Rejected:    c.Rejected,
 			Deferred:    c.Deferred,
 			Delivered:   ds.Delivered,
 			Failed:      ds.Failed,
 			Queued:      ds.Queued,
-			DeferQueued: line.deferDrain.Stats().Queued,
+			DeferQueued: line.DeferDrain.Stats().Queued,
 		})
 	}
 	return out

@@ -4,17 +4,17 @@
 //
 // # The same code as the shaper
 //
-// A replay is no model of the shaper: it is the shaper's admission gate
-// (shaper/internal/admission.Gate, with its clock injected) over the
-// in-memory queues of package drain (drain.MemQueue, with the same
-// atomic per-key limit as JetStream's), drained by the shaper's drain
-// scheduler driven on the replay's clock (drain.Drainer.Advance). The
-// drainers are configured as the shaper's pipeline configures its own
-// (admission.Pace; a defer policy's deferred jobs re-admitted through
-// Gate.Readmitter), and the gate is swept every 10 s of trace time, as
-// the shaper sweeps it. Only the sink differs: it accepts every delivery
-// and measures it, so a replay says what the shaper would do with a
-// downstream that takes everything it is given.
+// A replay is no model of the shaper: it is the shaper's own pipeline,
+// assembled by the one constructor the shaper uses (shaper/internal/
+// pipeline.New: the admission gate with its clock injected, the drainer
+// of the queue, the drainer re-admitting deferred jobs through
+// Gate.Readmitter, both paced from the policy), over the in-memory queues
+// of package drain (drain.MemQueue, with the same atomic per-key limit as
+// JetStream's) instead of JetStream's, and driven on the replay's clock
+// (pipeline.Pipeline.Advance) instead of started. The gate is swept every
+// 10 s of trace time, as the shaper sweeps it. Only the sink differs: it
+// accepts every delivery and measures it, so a replay says what the
+// shaper would do with a downstream that takes everything it is given.
 //
 // # Streaming
 //

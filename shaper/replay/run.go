@@ -12,6 +12,7 @@ import (
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
+	"github.com/shaper-dev/shaper/shaper/internal/pipeline"
 	"github.com/shaper-dev/shaper/shaper/internal/recording"
 	"github.com/shaper-dev/shaper/shaper/traffic"
 )
@@ -90,25 +91,22 @@ var origin = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // windows of keys idle for a second.
 const sweepEvery = 10 * time.Second
 
-// replay is one policy's replay: the shaper's own admission gate over
-// in-memory queues, drained by driven drainers on a virtual clock.
+// replay is one policy's replay: the shaper's own pipeline (admission
+// gate and drainers, assembled by pipeline.New) over in-memory queues,
+// driven on a virtual clock.
 type replay struct {
 	ctx        context.Context
 	clock      *clock
-	gate       *admission.Gate
-	drain      *drain.Drainer
-	deferDrain *drain.Drainer
-	defers     bool   // the policy defers: the deferred drainer has work
+	line       *pipeline.Pipeline
 	payload    []byte // shared by every job: only its length matters
 	maxPayload int
 
-	res        Result
-	waits      histogram
-	keys       map[string]*window // deliveries per key in the last second
-	total      window
-	series     *Series
-	readmitted bool // a deferred job went back into its queue in this Advance
-	nextSweep  time.Time
+	res       Result
+	waits     histogram
+	keys      map[string]*window // deliveries per key in the last second
+	total     window
+	series    *Series
+	nextSweep time.Time
 }
 
 // Run replays the trace src opens under policy p and returns what it found.
@@ -156,7 +154,6 @@ func newReplay(ctx context.Context, p policies.Policy, cfg Config) (*replay, err
 	}
 	r.clock.set(origin)
 	r.res.Policy = p
-	r.defers = p.Overflow == policies.OverflowDefer
 	if cfg.Series {
 		r.series = newSeries()
 	}
@@ -169,38 +166,27 @@ func newReplay(ctx context.Context, p policies.Policy, cfg Config) (*replay, err
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	r.gate, err = admission.New(p, q, deferQ, admission.Config{Now: r.clock.Now})
-	if err != nil {
-		return nil, fmt.Errorf("replay: policy %q: %w", p.Name, err)
-	}
-	// The drainers are configured as the shaper's pipeline configures its
-	// own, with a seeded jitter so that a replay is repeatable.
-	rng := rand.New(rand.NewPCG(1, 2))
-	pace := admission.Pace(p)
+	// The shaper's own assembly, with a seeded jitter so that a replay is
+	// repeatable, and dead letters counted.
 	dead := func(context.Context, *queue.Msg, string, []string) error {
 		r.res.Dead++
 		return nil
 	}
-	r.drain = drain.New(q, r, pace, drain.Config{
-		Clock: r.clock, Jitter: rng.Float64, DeadLetter: dead, FailReason: drain.ReasonDelivery,
+	r.line, err = pipeline.New(p, q, deferQ, r, pipeline.Config{
+		Clock:           r.clock,
+		Jitter:          rand.New(rand.NewPCG(1, 2)).Float64,
+		DeadLetter:      dead,
+		DeferDeadLetter: dead,
 	})
-	r.deferDrain = drain.New(deferQ, r.gate.Readmitter(), admission.DeferPace(p), drain.Config{
-		Clock: r.clock, Jitter: rng.Float64, DeadLetter: dead, FailReason: drain.ReasonAttempts,
-		CountPauses: true,
-		OnDeliver: func(e drain.Event) {
-			if e.Err == nil && e.Reason == "" {
-				r.readmitted = true
-				r.res.Readmitted++
-			}
-		},
-	})
-	r.gate.Attach(r.drain, r.deferDrain)
+	if err != nil {
+		return nil, fmt.Errorf("replay: policy %q: %w", p.Name, err)
+	}
 	return r, nil
 }
 
 func (r *replay) stop() {
-	r.drain.Stop()
-	r.deferDrain.Stop()
+	r.line.Drain.Stop()
+	r.line.DeferDrain.Stop()
 }
 
 // Deliver is the sink of the replay's drainer: it measures each delivery
@@ -232,7 +218,7 @@ func (r *replay) Deliver(_ context.Context, d *drain.Delivery) error {
 func (r *replay) point() (*Point, bool) {
 	pt, fresh := r.series.at(r.clock.Now().Sub(origin))
 	if fresh {
-		pt.Queued = r.drain.Stats().Queued
+		pt.Queued = r.line.Drain.Stats().Queued
 	}
 	return pt, fresh
 }
@@ -245,7 +231,7 @@ func (r *replay) submit(rec traffic.Record) {
 	if r.series != nil {
 		r.point()
 	}
-	d := r.gate.Admit(r.ctx, admission.Request{Key: rec.Key, Payload: r.payloadOf(rec.Size)}, at)
+	d := r.line.Gate.Admit(r.ctx, admission.Request{Key: rec.Key, Payload: r.payloadOf(rec.Size)}, at)
 	r.res.Submitted++
 	r.res.Span = rec.At
 	o := recording.Outcome(d.Outcome)
@@ -301,30 +287,13 @@ func (r *replay) step() (time.Time, bool) {
 	if !now.Before(r.nextSweep) {
 		r.sweep(now)
 	}
-	for {
-		next, ok := r.drain.Advance(r.ctx, now)
-		if !r.defers {
-			return next, ok
-		}
-		r.readmitted = false
-		dnext, dok := r.deferDrain.Advance(r.ctx, now)
-		if r.readmitted && r.ctx.Err() == nil {
-			continue // a job went back into its queue: it may be due now
-		}
-		switch {
-		case !ok:
-			return dnext, dok
-		case dok && dnext.Before(next):
-			return dnext, true
-		}
-		return next, true
-	}
+	return r.line.Advance(r.ctx, now)
 }
 
 // sweep has the gate forget idle keys, and forgets the delivery windows of
 // keys idle for over a second, as the shaper sweeps every 10 s.
 func (r *replay) sweep(now time.Time) {
-	r.gate.Sweep(now)
+	r.line.Gate.Sweep(now)
 	cutoff := now.UnixNano() - int64(time.Second)
 	for k, w := range r.keys {
 		if w.last() < cutoff {
@@ -350,6 +319,7 @@ func (r *replay) finish() error {
 
 func (r *replay) result() Result {
 	res := r.res
+	res.Readmitted = r.line.Gate.Counts().Readmitted
 	res.Wait = Wait{P50: r.waits.quantile(0.50), P99: r.waits.quantile(0.99), Max: r.waits.max}
 	res.PeakTotal = r.total.peak
 	res.Series = r.series

@@ -14,6 +14,7 @@ import (
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
+	"github.com/shaper-dev/shaper/shaper/internal/pipeline"
 )
 
 // These tests drive a Gate over in-memory queues and driven drainers on a
@@ -50,6 +51,7 @@ type rig struct {
 	gate       *admission.Gate
 	q, dq      *drain.MemQueue
 	main, dfr  *drain.Drainer
+	line       *pipeline.Pipeline
 	mu         sync.Mutex
 	delivered  []string
 	readmitted []string
@@ -74,35 +76,30 @@ func newRig(t *testing.T, yaml string, cfg admission.Config) *rig {
 	if r.dq, err = drain.NewMemQueue(p.Name, admission.DeferredSize(p), mcfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Now = r.clock.Now
 	cfg.OnReadmit = func(id, _ string, _ int) {
 		r.mu.Lock()
 		r.readmitted = append(r.readmitted, id)
 		r.mu.Unlock()
 	}
-	if r.gate, err = admission.New(p, r.q, r.dq, cfg); err != nil {
-		t.Fatal(err)
-	}
-	pace := drain.Pace{Interval: p.Outflow.Interval(), Retry: drain.Retry{Attempts: 5, Backoff: time.Second, MaxBackoff: time.Second}}
-	r.main = drain.New(r.q, sinkFunc(func(_ context.Context, d *drain.Delivery) error {
+	line, err := pipeline.New(p, r.q, r.dq, sinkFunc(func(_ context.Context, d *drain.Delivery) error {
 		r.mu.Lock()
 		r.delivered = append(r.delivered, d.Msg.ID)
 		r.mu.Unlock()
 		return nil
-	}), pace, drain.Config{Clock: r.clock})
-	r.dfr = drain.New(r.dq, r.gate.Readmitter(), pace, drain.Config{Clock: r.clock, CountPauses: true, FailReason: drain.ReasonAttempts})
-	r.gate.Attach(r.main, r.dfr)
+	}), pipeline.Config{Clock: r.clock, Gate: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.gate, r.main, r.dfr = line.Gate, line.Drain, line.DeferDrain
+	r.line = line
 	r.advance(0) // start watching the queues
 	return r
 }
 
-// advance moves the clock by d and runs every step due by then, deferred
-// re-admissions first (as their drainer would, on its own goroutine).
+// advance moves the clock by d and runs every step due by then, as a
+// replay does (pipeline.Pipeline.Advance).
 func (r *rig) advance(d time.Duration) {
-	now := r.clock.add(d)
-	ctx := context.Background()
-	r.dfr.Advance(ctx, now)
-	r.main.Advance(ctx, now)
+	r.line.Advance(context.Background(), r.clock.add(d))
 }
 
 func (r *rig) admit(key string, payload ...byte) admission.Decision {

@@ -11,6 +11,7 @@ import (
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
+	"github.com/shaper-dev/shaper/shaper/internal/pipeline"
 )
 
 type observed struct {
@@ -44,15 +45,18 @@ func TestObserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []observed
-	g, err := admission.New(p, q, deferred, admission.Config{
-		Observe: func(key string, size int, at time.Time, o admission.Outcome) {
-			got = append(got, observed{key, size, at, o})
+	line, err := pipeline.New(p, q, deferred, nil, pipeline.Config{
+		Passive: true,
+		Gate: admission.Config{
+			Observe: func(key string, size int, at time.Time, o admission.Outcome) {
+				got = append(got, observed{key, size, at, o})
+			},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Attach(drain.New(q, nil, admission.Pace(p), drain.Config{Passive: true}), drain.New(deferred, nil, admission.Pace(p), drain.Config{Passive: true}))
+	g := line.Gate
 	ctx := context.Background()
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	// Admit, and Reserve then Settle, as the NATS ingress does; the key
