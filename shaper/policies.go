@@ -32,7 +32,7 @@ import (
 // admit. Where jobs are delivered cannot change while running.
 type table struct {
 	mu    sync.RWMutex
-	file  *policies.Set        // as the policy file says (replaced by a reload)
+	file  *policies.Set      // as the policy file says (replaced by a reload)
 	lines map[string]*served // one per policy served; the live version is its gate's
 
 	// deadCount returns how many dead letters a policy has, from memory;
