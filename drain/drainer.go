@@ -117,6 +117,10 @@ type Drainer struct {
 	spare     []*keyState // forgotten keys, for reuse
 	heap      keyHeap
 	totalNext time.Time // the next slot under the total cap
+	// totalLast and totalLastAt are the last slot granted under the total
+	// cap and when: a new pace plans totalNext from them (replan).
+	totalLast, totalLastAt time.Time
+	waiting                waitTally // keys by their jobs waiting, for the rounds under the total cap (plan.go)
 	draining  bool
 	active    bool
 	inflight  int
@@ -199,13 +203,46 @@ func New(q Queue, sink Sink, pace Pace, cfg Config) *Drainer {
 	return d
 }
 
-// SetPace applies a changed pace; a new interval or total cap takes effect
-// from each key's next slot, new retry bounds from the next failure.
+// SetPace applies a changed pace. A new interval or total cap re-plans
+// the slots keys wait for at once: a key's next slot becomes its last
+// attempt's slot plus the new interval (never sooner than the new rate
+// allows since that attempt; later if the downstream asked the key to
+// pause), and the slots reserved under the total cap are given up and
+// taken again from the last one granted plus the new total interval. New
+// retry bounds apply from the next failure.
 func (d *Drainer) SetPace(p Pace) {
 	d.mu.Lock()
+	old := d.pace
 	d.setPace(p)
+	if p.Interval != old.Interval || p.Total != old.Total {
+		d.replan(d.clock.Now())
+	}
 	d.mu.Unlock()
 	d.wakeScheduler()
+}
+
+// replan moves the slots keys wait for to the pace just set (see SetPace).
+// A key in a step is left to it: its step completes with the new pace.
+// d.mu must be held.
+func (d *Drainer) replan(now time.Time) {
+	switch {
+	case d.pace.Total <= 0:
+		d.totalNext = time.Time{}
+	case !d.totalLast.IsZero():
+		d.totalNext = nextSlot(d.totalLast, d.totalLastAt, d.pace.Total)
+	}
+	for _, k := range d.keys {
+		if k.busy {
+			continue
+		}
+		if !k.last.IsZero() {
+			k.next = maxTime(nextSlot(k.last, k.lastStart, d.pace.Interval), k.paused)
+		} else if k.reserved {
+			k.next = maxTime(k.paused, now)
+		}
+		k.reserved = false
+		d.place(k, now)
+	}
 }
 
 func (d *Drainer) setPace(p Pace) {

@@ -72,6 +72,7 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	t.paused = pause != nil
 	if t.paused {
 		k.next = maxTime(k.next, t.due) // the downstream asked the key to wait
+		k.paused = maxTime(k.paused, t.due)
 	}
 	if pause != nil && pause.NotAttempted {
 		// Waiting for room is not an attempt; say once that it waited.

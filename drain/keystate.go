@@ -26,6 +26,11 @@ type keyState struct {
 	credit   float64   // retries the budget allows while fresh jobs wait
 	reserved bool      // next is a slot already reserved under the total cap
 	next     time.Time // earliest start of the key's next attempt: its slot grid, a pause, a reserved slot
+	// last and lastStart are the slot of the key's last attempt and when it
+	// started, paused the end of the last pause the downstream asked for:
+	// a new pace plans next from them (replan).
+	last, lastStart, paused time.Time
+	tallied                 int64 // the jobs waiting the Drainer's tally counts for the key
 	from     uint64    // read the head from this sequence on
 	seqs     []uint64  // sequences Watch reported, not yet read (ascending): every job of the key from `from` on
 
@@ -267,28 +272,15 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 	return at, ok
 }
 
-// status returns the key's KeyStatus at now, for slots every interval held
-// for hold after their delivery.
-func (k *keyState) status(now time.Time, hold time.Duration) KeyStatus {
-	st := KeyStatus{Queued: k.depth, Waiting: max(k.depth-int64(len(k.pend)), 0), Seen: k.notified, Retrying: k.retrying(), FreedAt: k.freedAt}
-	attempt, attempting := k.attemptAt()
-	var room time.Time
-	switch {
-	case len(k.pend) > 0:
-		room = k.pendingAt
-	case attempting:
-		room = attempt.Add(hold)
-	default:
-		// Also while busy: a step delivering now has k.next at most now, a
-		// step reading the key's next job has it at the job's slot.
-		room = maxTime(k.next, now).Add(hold)
+// status returns the key's KeyStatus at now, with the times from d's
+// schedule. d.mu must be held.
+func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
+	st := KeyStatus{Queued: k.depth, Waiting: k.waiting(), Seen: k.notified, Retrying: k.retrying(), FreedAt: k.freedAt}
+	room := d.firstAttempt(k, now).Add(d.hold) // the next attempt, assumed to succeed
+	if len(k.pend) > 0 {
+		room = k.pendingAt // a job delivered keeps its slot until then
 	}
 	st.RoomIn = max(room.Sub(now), 0)
-	next := maxTime(k.next, now)
-	if attempting {
-		next = maxTime(attempt, now)
-	}
-	st.NextIn = next.Sub(now)
 	return st
 }
 

@@ -215,37 +215,42 @@ func TestKeyNextEvent(t *testing.T) {
 	}
 }
 
-// status answers producers: how many jobs, when a slot frees (RoomIn) and
-// when the next delivery may start (NextIn), at named instants.
+// status answers producers: how many jobs and when a slot frees (RoomIn);
+// start says when the key's first fresh job starts. At named instants.
 func TestKeyStatus(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	hold := ms(100)
+	d := &Drainer{pace: Pace{Interval: ms(100)}, hold: hold}
 	tests := []struct {
-		name string
-		k    keyState
-		now  time.Time
-		want KeyStatus
+		name  string
+		k     keyState
+		now   time.Time
+		want  KeyStatus
+		start time.Duration
 	}{
 		{"delivered, slot held", keyState{depth: 3, notified: 9, pend: []uint64{7}, pendingAt: at(100), next: at(100)}, at(40),
-			KeyStatus{Queued: 3, Waiting: 2, Seen: 9, RoomIn: ms(60), NextIn: ms(60)}},
+			KeyStatus{Queued: 3, Waiting: 2, Seen: 9, RoomIn: ms(60)}, ms(60)},
 		{"head read ahead of its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: at(100)}, at(40),
-			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(160), NextIn: ms(60)}},
+			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(160)}, ms(60)},
 		{"head past its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: at(10)}, at(40),
-			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(70), NextIn: 0}},
-		{"failed head retried after its backoff", keyState{depth: 2, head: tried{msg: &queue.Msg{}, retrying: true, due: at(90)}, next: at(10)}, at(40),
-			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(150), NextIn: ms(50), Retrying: 1}},
+			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(100)}, 0},
+		{"failed head retried after its backoff, then the fresh job", keyState{depth: 2, head: tried{msg: &queue.Msg{}, retrying: true, due: at(90)}, next: at(10)}, at(40),
+			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(150), Retrying: 1}, ms(150)},
 		{"busy reading", keyState{depth: 1, busy: true}, at(40),
-			KeyStatus{Queued: 1, Waiting: 1, RoomIn: hold, NextIn: 0}},
+			KeyStatus{Queued: 1, Waiting: 1, RoomIn: hold}, 0},
 		{"idle, paced", keyState{next: at(70)}, at(40),
-			KeyStatus{RoomIn: ms(130), NextIn: ms(30)}},
+			KeyStatus{RoomIn: ms(130)}, ms(30)},
 		{"idle, pacing lapsed", keyState{next: at(10)}, at(40),
-			KeyStatus{RoomIn: hold, NextIn: 0}},
+			KeyStatus{RoomIn: hold}, 0},
 	}
 	for _, tt := range tests {
-		if got := tt.k.status(tt.now, hold); got != tt.want {
+		if got := d.status(&tt.k, tt.now); got != tt.want {
 			t.Errorf("%s: status(%v) = %+v, want %+v", tt.name, tt.now.Sub(t0), got, tt.want)
+		}
+		if got := d.start(&tt.k, 1, tt.now).Sub(tt.now); got != tt.start {
+			t.Errorf("%s: first fresh job starts in %v, want %v", tt.name, got, tt.start)
 		}
 	}
 }

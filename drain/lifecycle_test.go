@@ -121,24 +121,50 @@ func TestDrainGivesUpWithCtx(t *testing.T) {
 	})
 }
 
-// SetPace takes effect from each key's next slot.
+// SetPace re-plans the slot each key waits for at once: from the key's
+// last delivery, at the new interval, raised or lowered.
 func TestSetPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newMemRig(t, 10, drain.Pace{Interval: 100 * time.Millisecond}, drain.Config{})
 		r.admit("k", 6)
 		start := time.Now()
 		r.d.Start(t.Context())
-		r.sink.wait(t, 3, time.Minute) // at 0, 100, 200 ms
+		r.sink.wait(t, 3, time.Minute) // at 0, 100, 200 ms; k-3 was due at 300 ms
 		r.d.SetPace(drain.Pace{Interval: 10 * time.Millisecond})
+		r.sink.wait(t, 5, time.Minute) // at 210 and 220 ms: 10 ms after the last
+		r.d.SetPace(drain.Pace{Interval: time.Second})
 		ds := r.sink.wait(t, 6, time.Minute)
 		var got []time.Duration
 		for _, d := range ds {
 			got = append(got, d.at.Sub(start))
 		}
-		// k-3's slot (300 ms) was set when k-2 was delivered; then 10 ms apart.
-		want := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 310 * time.Millisecond, 320 * time.Millisecond}
+		want := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 210 * time.Millisecond, 220 * time.Millisecond, 1220 * time.Millisecond}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("deliveries at %v, want %v", got, want)
+		}
+	})
+}
+
+// Under a total cap, SetPace re-plans the slots reserved under it too.
+func TestSetPaceTotal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newMemRig(t, 10, drain.Pace{Interval: time.Millisecond, Total: time.Minute}, drain.Config{})
+		for _, k := range []string{"a", "b", "c"} {
+			r.admit(k, 1)
+		}
+		start := time.Now()
+		r.d.Start(t.Context())
+		r.sink.wait(t, 1, time.Minute) // a at once; b reserved at 1 m, c at 2 m
+		elapse(time.Second)
+		r.d.SetPace(drain.Pace{Interval: time.Millisecond, Total: 100 * time.Millisecond})
+		ds := r.sink.wait(t, 3, time.Minute)
+		for i, d := range ds[1:] {
+			if at := d.at.Sub(start); at > 1200*time.Millisecond {
+				t.Errorf("delivery %d at %v after the total cap was raised at 1 s, want within 200 ms", i+1, at)
+			}
+		}
+		if n := maxInWindow(ds[1:], 100*time.Millisecond); n > 1 {
+			t.Errorf("%d deliveries within 100 ms under a total of 10/s", n)
 		}
 	})
 }

@@ -167,17 +167,22 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 			s.read, s.from = true, t.msg.Seq+1
 		}
 	} else if i, scheduled, deferred, ok := k.choose(now, d.pace.Retry.Budget >= 1); ok {
-		if d.pace.Total > 0 && !k.reserved {
-			slot := maxTime(scheduled, d.totalNext)
-			if slot.After(now) {
-				// The total cap is the bottleneck: give the key the next
-				// slot under it. Keys get slots in the order they fell due.
-				k.next, k.reserved = slot, true
-				d.totalNext = slot.Add(d.pace.Total)
-				d.place(k, now)
-				return nil
+		if d.pace.Total > 0 {
+			slot := scheduled // reserved under the cap already
+			if !k.reserved {
+				slot = maxTime(scheduled, d.totalNext)
+				if slot.After(now) {
+					// The total cap is the bottleneck: give the key the
+					// next slot under it. Keys get slots in the order they
+					// fell due.
+					k.next, k.reserved = slot, true
+					d.totalNext = slot.Add(d.pace.Total)
+					d.place(k, now)
+					return nil
+				}
+				d.totalNext = nextSlot(slot, now, d.pace.Total)
 			}
-			d.totalNext = nextSlot(slot, now, d.pace.Total)
+			d.totalLast, d.totalLastAt = slot, now
 		}
 		k.reserved = false
 		if deferred {
@@ -259,6 +264,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 		t := k.job(s.job)
 		if attempted(s.err) {
 			// Every attempt takes a slot of the key; retries use its budget.
+			k.last, k.lastStart = s.scheduled, s.started
 			k.next = nextSlot(s.scheduled, s.started, d.pace.Interval)
 			if t.retrying {
 				d.retries++
@@ -296,6 +302,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 			"seek", s.seek, "head", seqOf(s.head), "read_err", s.readErr, "missing", s.missing, "held", seqOf(k.head.msg),
 			"aside", len(k.aside), "fetch", k.fetch, "seqs", len(k.seqs), "pend", len(k.pend), "depth", k.depth)
 	}
+	d.tally(k)
 	if s.failure != nil && d.cfg.OnDeliver != nil {
 		return true
 	}

@@ -40,20 +40,23 @@ func (d *Drainer) Stats() Stats {
 }
 
 // KeyStatus is what a Drainer can tell about one key, for the answers to
-// producers.
+// producers. When a job would start is StartIn's answer.
 type KeyStatus struct {
-	Queued  int64         // jobs stored for the key, as far as the drainer has seen
-	Waiting int64         // of those, jobs not yet delivered
-	Seen    uint64        // highest sequence of the key the drainer has seen stored
-	RoomIn  time.Duration // time until a slot of the key frees
+	Queued  int64  // jobs stored for the key, as far as the drainer has seen
+	Waiting int64  // of those, jobs not yet delivered
+	Seen    uint64 // highest sequence of the key the drainer has seen stored
+	// RoomIn is the time until a slot of the key frees: the end of the hold
+	// of a job delivered, or of the key's next attempt (by the schedule:
+	// StartIn), assumed to succeed.
+	RoomIn time.Duration
 	// FreedAt is when the drainer last counted a slot of the key freed by
 	// its own removal (a delivered or dead-lettered job), after the queue
 	// had removed it; zero if never. A store that refused a job of the key
 	// after FreedAt saw that slot freed.
 	FreedAt time.Time
-	NextIn  time.Duration // time until the key's next delivery may start
 	// Retrying is the number of the key's failed jobs waiting for a retry
-	// or their dead letter: stepped aside, or at the head of the key.
+	// or their dead letter: stepped aside, or at the head of the key. The
+	// key's fresh jobs are Waiting − Retrying.
 	Retrying int
 }
 
@@ -66,5 +69,5 @@ func (d *Drainer) Key(token string, now time.Time) KeyStatus {
 	if k == nil {
 		return KeyStatus{RoomIn: d.pace.Interval}
 	}
-	return k.status(now, d.hold)
+	return d.status(k, now)
 }

@@ -27,6 +27,8 @@ func (d *Drainer) newKey(token, name string) *keyState {
 // forget drops k, out of the heap and not busy, keeping it for reuse.
 // d.mu must be held.
 func (d *Drainer) forget(k *keyState) {
+	d.waiting.set(k.tallied, 0)
+	k.tallied = 0
 	delete(d.keys, k.token)
 	if len(d.spare) < maxSpareKeys {
 		d.spare = append(d.spare, k)
@@ -57,6 +59,7 @@ func (d *Drainer) notice(n queue.Notice) {
 	}
 	if counted {
 		d.queued++
+		d.tally(k)
 	}
 	if d.debug {
 		d.log.Debug("drain: stored", "key", k.name, "seq", n.Seq, "depth", k.depth, "busy", k.busy,
@@ -121,6 +124,7 @@ func (d *Drainer) resync(ctx context.Context) {
 			continue
 		}
 		k.resync(depths[token], highest)
+		d.tally(k)
 		d.queued += k.depth
 		if k.depth == 0 && !k.busy && k.head.msg == nil && len(k.aside) == 0 {
 			d.heap.drop(k)

@@ -279,16 +279,16 @@ func unavailable(what string, err error) Decision {
 }
 
 // accepted is the decision for a job stored at rec, with the key's depth
-// and the job's expected start from the drainer's view.
+// and the job's expected start from the drainer's schedule.
 func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now time.Time) Decision {
 	st := g.drained.Key(token, now)
-	queued, waiting := st.Queued, st.Waiting
+	queued, fresh := st.Queued, freshJobs(st)
 	if rec.Seq > st.Seen {
-		queued, waiting = queued+1, waiting+1 // the job, not yet seen by the drainer
+		queued, fresh = queued+1, fresh+1 // the job, not yet seen by the drainer
 	}
 	queued = max(queued, 1)
 	interval := p.Outflow.Interval()
-	eta := st.NextIn + time.Duration(max(waiting-1, 0))*interval
+	eta := g.drained.StartIn(token, fresh, now)
 	return Decision{
 		Outcome:   Accepted,
 		ID:        rec.ID,
@@ -305,6 +305,10 @@ func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now
 	}
 }
 
+// freshJobs is how many of a key's jobs wait for their first attempt (the
+// n of drain.Drainer.StartIn for the last of them).
+func freshJobs(st drain.KeyStatus) int64 { return max(st.Waiting-int64(st.Retrying), 0) }
+
 // fullDecision is the decision for a job refused because its key's queue
 // is full (by the store, or decide, at now): come back when the key's next
 // slot frees.
@@ -320,7 +324,7 @@ func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time
 		Limits: limiter.Result{
 			Limit:      int64(p.Queue),
 			RetryAfter: room,
-			Reset:      st.NextIn + time.Duration(queued)*interval,
+			Reset:      g.drained.StartIn(token, max(freshJobs(st), 1), now) + interval,
 		},
 		Window: time.Duration(p.Queue) * interval,
 		Reason: "queue of key " + httpapi.Quote(key) + " is full",

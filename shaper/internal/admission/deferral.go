@@ -132,8 +132,10 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	if rec.Seq > def.Seen {
 		ahead++ // this job, not yet seen by the deferred drainer
 	}
-	interval := p.Outflow.Interval()
-	eta := max(main.NextIn+time.Duration(main.Waiting+ahead-1)*interval, main.RoomIn)
+	// The job goes back into its queue when a slot frees, behind the jobs
+	// waiting there and the deferred jobs ahead of it: it starts as the
+	// key's fresh job that many places on would.
+	eta := max(g.drained.StartIn(token, freshJobs(main)+ahead, now), main.RoomIn)
 	if g.cfg.OnDefer != nil {
 		g.cfg.OnDefer(job.ID, job.Key, now.Add(eta))
 	}

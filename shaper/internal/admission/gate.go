@@ -31,9 +31,11 @@ type Store interface {
 }
 
 // View is what the drainer of a Store knows about each key: how many jobs
-// it holds, and when a slot frees. *drain.Drainer implements it.
+// it holds, when a slot frees, and when its n-th fresh job would start, by
+// the schedule the drainer acts on. *drain.Drainer implements it.
 type View interface {
 	Key(token string, now time.Time) drain.KeyStatus
+	StartIn(token string, n int64, now time.Time) time.Duration
 	Active() bool
 }
 

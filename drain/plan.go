@@ -1,0 +1,320 @@
+package drain
+
+import (
+	"slices"
+	"time"
+)
+
+// The drain's one schedule: when would the n-th fresh job of a key start,
+// and when does the key next have room. The answers the shaper gives
+// producers (an accepted job's ETA, a full key's Retry-After, a deferred
+// job's expected start) are read from here, from the state the scheduler
+// acts on, never re-derived beside it.
+//
+// A key's attempts follow its slot grid (Pace.Interval apart from its next
+// slot, which already holds a pause the downstream asked for and a slot
+// reserved under the total cap). Failed jobs waiting for a retry take
+// slots too: with a retry budget, a due retry takes a slot when the key
+// has a retry's credit, as choose decides; without one, the failed head
+// goes first, once its backoff has ended. Under a total cap, keys with
+// jobs left take the policy's slots in turn (in the order they fall due),
+// so a key's j-th attempt comes one round after its (j−1)-th: a round is
+// one total interval per key that still has j jobs waiting, and at least
+// the key's own interval. A key that has not reserved its next slot under
+// the cap gets it after the slots reserved already.
+//
+// The schedule assumes every attempt ahead succeeds; a failure moves what
+// comes after by the slots its retries take. Jobs stored but not yet
+// reported by the watch are not in it: the caller says how many of its own
+// key's jobs it knows of (the job it just stored).
+
+// waitTally counts the keys by how many jobs each has waiting, for the
+// rounds under a total cap: at[m-1] is how many keys have at least m jobs
+// waiting. It is guarded by the Drainer's mu.
+type waitTally struct {
+	at []int32
+}
+
+// set moves a key's count from old to n jobs waiting.
+func (w *waitTally) set(old, n int64) {
+	for m := old; m < n; m++ { // levels old+1 … n gain the key
+		if int(m) == len(w.at) {
+			w.at = append(w.at, 0)
+		}
+		w.at[m]++
+	}
+	for m := n; m < old; m++ { // levels n+1 … old lose it
+		w.at[m]--
+	}
+	for len(w.at) > 0 && w.at[len(w.at)-1] == 0 {
+		w.at = w.at[:len(w.at)-1]
+	}
+}
+
+// keys returns how many keys have at least m jobs waiting.
+func (w *waitTally) keys(m int64) int64 {
+	if m < 1 || m > int64(len(w.at)) {
+		return 0
+	}
+	return int64(w.at[m-1])
+}
+
+// tally brings k's count in d.waiting up to date: call it whenever k's
+// depth or delivered-but-held jobs may have changed. d.mu must be held.
+func (d *Drainer) tally(k *keyState) {
+	if n := k.waiting(); n != k.tallied {
+		d.waiting.set(k.tallied, n)
+		k.tallied = n
+	}
+}
+
+// waiting is how many of the key's jobs wait for an attempt: stored, and
+// not delivered (a delivered job keeps its slot for a while).
+func (k *keyState) waiting() int64 { return max(k.depth-int64(len(k.pend)), 0) }
+
+// StartIn returns how long from now until the n-th fresh job of key token
+// would start (n = 1: its first job not yet attempted, in submission
+// order), given everything ahead of it: the key's slot grid and any pause,
+// the failed jobs whose retries take slots first, and the policy's total
+// cap shared with the other keys. n counts fresh jobs the Drainer has seen
+// and, beyond them, jobs stored that it has not seen yet (a job the caller
+// just stored). For a key the Drainer has not seen, the first job starts
+// when the total cap lets it, or at once.
+func (d *Drainer) StartIn(token string, n int64, now time.Time) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := d.keys[token]
+	if k == nil {
+		k = &keyState{}
+	}
+	return max(d.start(k, n, now).Sub(now), 0)
+}
+
+// start returns when k's n-th fresh job would start. d.mu must be held.
+func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
+	n = max(n, 1)
+	retry := d.pace.Retry
+	// The failed jobs waiting for a retry, and the key's first attempt:
+	// at its next slot; but when its failed head blocks it, once the
+	// head's backoff has ended (no budget, or the downstream asked the key
+	// to pause), or once the first retry is due (no room aside: then the
+	// head steps aside), in an attempt of its own.
+	rounds := d.roundsOf(k, now)
+	at := maxTime(k.next, now)
+	var dues []time.Time // earliest first
+	for i := headJob; i < len(k.aside); i++ {
+		if t := k.job(i); t.waitsRetry() {
+			dues = append(dues, t.due)
+		}
+	}
+	slices.SortFunc(dues, time.Time.Compare)
+	switch head := k.head; {
+	case !head.waitsRetry():
+	case !retry.stepsAside() || head.paused:
+		at = maxTime(at, head.due)
+		i := slices.IndexFunc(dues, head.due.Equal)
+		dues = slices.Delete(dues, i, i+1)
+		n++
+	case len(k.aside) >= maxAside:
+		at = maxTime(at, dues[0])
+		dues = dues[1:]
+		n++
+	}
+	if !k.reserved {
+		at = rounds.enter(at, now, d.totalNext)
+	}
+	credit := k.credit
+	earn, ceiling := retry.earning()
+	for j := int64(1); ; j++ {
+		if j > 1 {
+			at = at.Add(rounds.gap(j))
+		}
+		if len(dues) > 0 && !dues[0].After(at) && (credit >= 1 || retry.Budget >= 1) {
+			// A due retry takes the slot while the key has credit.
+			dues = dues[1:]
+			credit = max(credit-1, 0)
+			continue
+		}
+		if n--; n == 0 {
+			return at
+		}
+		if retry.stepsAside() && retry.Budget < 1 {
+			credit = min(credit+earn, ceiling)
+		}
+		if len(dues) == 0 {
+			return rounds.later(j, n, at)
+		}
+	}
+}
+
+// firstAttempt returns when k's next attempt may start, of whatever job:
+// its next slot (or now), or for a failed job when its backoff ends; and
+// under a total cap, when it has not reserved a slot yet, the slot it
+// gets then. d.mu must be held.
+func (d *Drainer) firstAttempt(k *keyState, now time.Time) time.Time {
+	at, ok := k.attemptAt()
+	at = maxTime(at, now)
+	if !ok {
+		at = maxTime(k.next, now)
+	}
+	if k.reserved || d.pace.Total <= 0 {
+		return at
+	}
+	r := d.roundsOf(k, now)
+	return r.enter(at, now, d.totalNext)
+}
+
+// rounds is how one key's attempts are spaced: its interval, and under a
+// total cap, the rounds in which the keys with jobs left take the
+// policy's slots in turn. Keys keep their order from round to round (each
+// takes the cap's next slot once its own slot has come, after the keys
+// that took theirs before it), so between a key's (j−1)-th and j-th
+// attempts come the keys after it with a (j−1)-th job and the keys before
+// it with a j-th. The order is the keys' order under the cap now: by the
+// slots they reserved, then those without one.
+//
+// With at most exactKeys keys waiting, the Drainer counts the keys before
+// and after the asking one by how many jobs each has: the rounds are then
+// exact (while nothing else arrives), at a cost of about 15 ns per key
+// waiting, paid only while the cap binds. With more, it counts only how
+// far the key stands in its round now, and takes the keys of the later
+// rounds to be spread alike around it: an estimate, off by several slots
+// when the keys' depths differ much.
+type rounds struct {
+	interval, total time.Duration
+	tally           *waitTally
+	tallied         int64 // the key's jobs waiting, as the tally counts them
+	// before[m-1] and after[m-1] count the other keys with at least m
+	// jobs waiting before and after the key, when counted (exact); else
+	// share is the part of the other keys before it.
+	before, after []int64
+	share         float64
+	// shift counts the other keys' rounds that pass before the key takes
+	// its first slot, when it asks for one only then (a pause, a retry's
+	// backoff): it then comes after every other key of its first round.
+	shift int64
+}
+
+// exactKeys bounds the keys a question about the rounds looks at one by
+// one.
+const exactKeys = 4096
+
+// roundsOf returns the rounds of k. d.mu must be held.
+func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
+	r := rounds{interval: d.pace.Interval, total: d.pace.Total, tally: &d.waiting, tallied: k.tallied}
+	if r.total <= 0 || time.Duration(d.waiting.keys(1)+1)*r.total <= r.interval {
+		return r // the cap never binds the key: its interval spaces its attempts
+	}
+	// Where a key stands under the cap: its reserved slot, or after every
+	// slot reserved.
+	place := func(x *keyState) time.Time {
+		if x.reserved {
+			return x.next
+		}
+		return maxTime(d.totalNext, now).Add(time.Duration(1) << 62 / 2)
+	}
+	mine := place(k)
+	if d.waiting.keys(1) <= exactKeys {
+		depth := len(d.waiting.at)
+		r.before, r.after = make([]int64, depth), make([]int64, depth)
+		for _, x := range d.keys {
+			if x == k || x.tallied == 0 {
+				continue
+			}
+			if place(x).Before(mine) {
+				r.before[x.tallied-1]++
+			} else {
+				r.after[x.tallied-1]++
+			}
+		}
+		for m := depth - 2; m >= 0; m-- { // at least m+1 jobs
+			r.before[m] += r.before[m+1]
+			r.after[m] += r.after[m+1]
+		}
+		return r
+	}
+	others := r.others(1)
+	ahead := float64(maxTime(d.totalNext, now).Sub(now)) / float64(r.total) // every slot reserved
+	if k.reserved {
+		ahead = float64(k.next.Sub(now)) / float64(r.total)
+	}
+	r.share = min(max(ahead, 0), float64(others)) / float64(max(others, 1))
+	return r
+}
+
+// enter returns when the key, ready for its next attempt at at and
+// holding no slot under the total cap, gets one: after the slots reserved
+// when it asks. While the cap binds, every other key takes the cap's next
+// slot again soon after its last, so a key asking later finds about as
+// many slots reserved ahead of it as there are now, from the keys that
+// still have jobs by then; and it comes after every one of them in each
+// round. enter records how many rounds the others go through meanwhile.
+func (r *rounds) enter(at, now, totalNext time.Time) time.Time {
+	ahead := totalNext.Sub(now)
+	if r.total <= 0 || ahead <= 0 {
+		return at
+	}
+	if at.After(now) {
+		for wait := at.Sub(now); r.others(r.shift+1) > 0; r.shift++ {
+			round := max(r.interval, time.Duration(r.others(r.shift+1))*r.total)
+			if wait < round {
+				break
+			}
+			wait -= round
+		}
+		r.share, r.before, r.after = 1, nil, nil // after every other key
+		ahead = min(ahead, time.Duration(r.others(r.shift+1))*r.total)
+	}
+	return at.Add(ahead)
+}
+
+// others counts the keys other than the asking one with at least m jobs
+// waiting.
+func (r *rounds) others(m int64) int64 {
+	n := r.tally.keys(m)
+	if r.tallied >= m {
+		n-- // the key itself
+	}
+	return n
+}
+
+// between counts the other keys' attempts between the key's (j−1)-th and
+// j-th.
+func (r *rounds) between(j int64) float64 {
+	j += r.shift
+	if r.before != nil {
+		return float64(level(r.after, j-1) + level(r.before, j))
+	}
+	return (1-r.share)*float64(r.others(j-1)) + r.share*float64(r.others(j))
+}
+
+// level returns counts[m-1], 0 beyond it.
+func level(counts []int64, m int64) int64 {
+	if m < 1 || m > int64(len(counts)) {
+		return 0
+	}
+	return counts[m-1]
+}
+
+// gap returns the time between the key's (j−1)-th and j-th attempts.
+func (r *rounds) gap(j int64) time.Duration {
+	if r.total <= 0 {
+		return r.interval
+	}
+	return max(r.interval, time.Duration((r.between(j)+1)*float64(r.total)))
+}
+
+// later returns when the n-th attempt after the key's j-th, at at, would
+// start, with no retry left to place: once no other key has that many
+// jobs, or a round is no longer than the key's interval, every gap is the
+// same, and the rest is a product.
+func (r *rounds) later(j, n int64, at time.Time) time.Time {
+	for ; n > 0; n-- {
+		j++
+		if o := r.others(j - 1 + r.shift); r.total <= 0 || o == 0 || time.Duration(o+1)*r.total <= r.interval {
+			return at.Add(time.Duration(n) * r.gap(j))
+		}
+		at = at.Add(r.gap(j))
+	}
+	return at
+}

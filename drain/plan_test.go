@@ -1,0 +1,117 @@
+package drain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// TestStartIn checks the drain's one schedule against what the drain then
+// does: for random policies (an interval, often a total cap shared by up
+// to 30 keys, a retry budget or none), a burst of jobs on random keys, a
+// first stretch of deliveries in which some attempts fail (and are
+// retried later, stepped aside or at the head), and then a downstream
+// that takes everything, the start StartIn predicts for every fresh job
+// waiting must be when the job starts, within one slot.
+func TestStartIn(t *testing.T) {
+	for seed := range uint64(2000) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { checkStartIn(t, seed, 30, 150, 1) })
+	}
+}
+
+// TestStartInManyKeys: the same with hundreds of keys sharing a total cap.
+func TestStartInManyKeys(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { checkStartIn(t, seed, 1200, 2500, 1) })
+	}
+}
+
+// checkStartIn runs one random schedule of at most maxKeys keys and
+// maxJobs jobs, and checks that jobs start within slack slots of StartIn's
+// prediction.
+func checkStartIn(t *testing.T, seed uint64, maxKeys, maxJobs int, slack time.Duration) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	intervals := []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second}
+	pace := drain.Pace{Interval: intervals[rng.IntN(len(intervals))]}
+	if rng.IntN(3) > 0 {
+		pace.Total = time.Duration(rng.IntN(1000)+1) * time.Millisecond
+	}
+	budgets := []float64{0, 0.2, 0.5, 1}
+	pace.Retry = drain.Retry{Backoff: 300 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Budget: budgets[rng.IntN(len(budgets))]}
+	r := newReplay(t, 1000, pace, drain.Config{})
+	r.quiet = true
+	starts := map[string]time.Time{}
+	tried := map[string]bool{}
+	failing := true
+	r.fail = func(d *drain.Delivery) error {
+		tried[d.Msg.ID] = true
+		if failing && rng.IntN(3) == 0 {
+			return errors.New("down")
+		}
+		if _, again := starts[d.Msg.ID]; !again {
+			starts[d.Msg.ID] = r.clock.Now()
+		}
+		return nil
+	}
+	keys, jobs := maxKeys/2+rng.IntN(maxKeys/2)+1, maxJobs/2+rng.IntN(maxJobs/2)+1
+	order := map[string][]string{}
+	ctx := context.Background()
+	for i := range jobs {
+		key, id := fmt.Sprintf("k%d", rng.IntN(keys)), fmt.Sprintf("j%d", i)
+		if _, err := r.q.Admit(ctx, queue.Job{ID: id, Key: key}); err != nil {
+			t.Fatal(err)
+		}
+		order[key] = append(order[key], id)
+	}
+	// Some deliveries, some failing; then the downstream is well again.
+	r.until(r.clock.Now().Add(time.Duration(rng.IntN(3000)) * time.Millisecond))
+	failing = false
+	now := r.clock.Now()
+	predicted := map[string]time.Time{}
+	retrying := map[string]bool{} // keys with a failed job waiting for its retry
+	for key, ids := range order {
+		n := int64(0)
+		for _, id := range ids {
+			if tried[id] {
+				if _, ok := starts[id]; !ok {
+					retrying[key] = true
+				}
+				continue // delivered, or failed and waiting for its retry
+			}
+			n++
+			predicted[id] = now.Add(r.d.StartIn(key, n, now))
+		}
+	}
+	r.until(now.Add(24 * time.Hour))
+	for key, ids := range order {
+		// Within one slot (or slack); while a key waits out a retry's
+		// backoff under a total cap, the rounds of the keys (its own when it
+		// comes back, the others' it joins) are estimated: within the
+		// backoff.
+		slot := max(pace.Interval, pace.Total)
+		tolerance := slack * slot
+		if pace.Total > 0 && len(retrying) > 0 {
+			tolerance = max(tolerance, pace.Retry.MaxBackoff)
+		}
+		for _, id := range ids {
+			want, ok := predicted[id]
+			if !ok {
+				continue
+			}
+			got, ok := starts[id]
+			if !ok {
+				t.Fatalf("%s never delivered", id)
+			}
+			if d := got.Sub(want); d > tolerance || d < -tolerance {
+				t.Errorf("pace %+v, %d keys, %d jobs: %s of %s started %v after its predicted start, more than %v (slots of %v)",
+					pace, keys, jobs, id, key, d, tolerance, slot)
+			}
+		}
+	}
+}
