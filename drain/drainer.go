@@ -121,10 +121,10 @@ type Drainer struct {
 	// cap and when: a new pace plans totalNext from them (replan).
 	totalLast, totalLastAt time.Time
 	waiting                waitTally // keys by their jobs waiting, for the rounds under the total cap (plan.go)
-	draining  bool
-	active    bool
-	inflight  int
-	queued    int64
+	draining               bool
+	active                 bool
+	inflight               int
+	queued                 int64
 
 	retries         uint64             // attempts of failed jobs
 	retriesDeferred uint64             // due retries that gave their slot to a fresh job

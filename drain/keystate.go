@@ -30,9 +30,9 @@ type keyState struct {
 	// started, paused the end of the last pause the downstream asked for:
 	// a new pace plans next from them (replan).
 	last, lastStart, paused time.Time
-	tallied                 int64 // the jobs waiting the Drainer's tally counts for the key
-	from     uint64    // read the head from this sequence on
-	seqs     []uint64  // sequences Watch reported, not yet read (ascending): every job of the key from `from` on
+	tallied                 int64    // the jobs waiting the Drainer's tally counts for the key
+	from                    uint64   // read the head from this sequence on
+	seqs                    []uint64 // sequences Watch reported, not yet read (ascending): every job of the key from `from` on
 
 	pend      []uint64  // delivered jobs whose slots are not yet freed
 	pendingAt time.Time // when to free them if no delivery does it first
