@@ -1,6 +1,7 @@
 // Package policies is the shaper's policy model: it reads the YAML policy
 // file, checks it, fills in defaults, and hands the result out as an
-// immutable Set that the service can swap for a tuned copy while running.
+// immutable Set; and it reads live changes of a policy (Patch), which mean
+// what the file means.
 //
 // # The policy file
 //
@@ -37,7 +38,8 @@
 //   - overflow: what a full queue does with a new job. "reject" answers 429
 //     and drops it; "defer" answers 429 too, but keeps the job and
 //     re-admits it later under the retry rules.
-//   - total: a cap on the outflow summed over all keys of the policy.
+//   - total: a cap on the outflow summed over all keys of the policy; off
+//     (or "") is none, as is leaving it out.
 //   - deliver: either a NATS subject prefix, as in "deliver: out.orders", or
 //     a mapping. A job of key k is published to <subject>.<k>; subject must be
 //     a literal NATS subject (no * or >, no spaces, no empty tokens). stream
@@ -70,7 +72,8 @@
 //     gcra and token_bucket and is refused for the others; shadow: true only
 //     counts what would be rejected; fail says what happens when the limiter
 //     backend (Redis) fails: "open" admits within this shaper's local share
-//     of the limit, "closed" rejects (503).
+//     of the limit, "closed" rejects (503). admit: off is no admission
+//     limit, as is leaving it out.
 //
 // Any other field is an error. A field given as null (or with no value) is
 // treated as left out.
@@ -99,8 +102,23 @@
 //	admit.fail         DefaultAdmitFail (open), when there is an admit block
 //
 // A value given explicitly is never replaced: "attempts: 0" is an error, not
-// a request for the default. Set.With fills in the same defaults for the
-// fields of a Policy that are zero.
+// a request for the default. Patch.Resolve is the one place defaults are
+// applied: Parse resolves the Patch of each policy of the file, Set.With a
+// Policy's fields but those that have a default and are zero, and a
+// running shaper the file's Patch merged with a live override.
+//
+// # Live changes
+//
+// A change of a running policy is a Patch: a JSON merge patch (RFC 7396)
+// of the policy, read by ParsePatch with the values and messages of the
+// file. A field left out keeps its value; null resets it to the file's
+// value, or to the default when the file leaves it out; a block names only
+// the fields it changes ({"retry": {"attempts": 3}} leaves backoff,
+// deadline and budget as they are); admit "off" and total "off" switch
+// those off whatever the file says. A live override is the Merge of the
+// changes since the last reset, and the live policy is the file's Patch
+// merged with it, resolved: so a field the override leaves out follows
+// the file.
 //
 // # Errors
 //

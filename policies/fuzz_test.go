@@ -91,6 +91,10 @@ func FuzzParse(f *testing.F) {
 			if _, err := set.With(p); err != nil {
 				t.Errorf("With(%q) of a parsed policy: %v", p.Name, err)
 			}
+			patch, _ := set.Patch(p.Name)
+			if r, err := patch.Resolve(); err != nil || r.Line != 0 || Diff(r, p) != nil || r.Name != p.Name {
+				t.Errorf("Patch(%q).Resolve() = %+v, %v; want the parsed policy %+v", p.Name, r, err, p)
+			}
 		}
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -46,9 +45,11 @@ func Parse(filename string, data []byte) (*Set, error) {
 	return set, nil
 }
 
-// parser walks the YAML nodes of one policy file, collecting errors.
+// parser walks the YAML nodes of one policy file, or of one live change
+// (ParsePatch), collecting errors.
 type parser struct {
 	file string
+	live bool // a live change: null resets a field, rather than leave it out
 	errs []*Error
 }
 
@@ -116,7 +117,7 @@ func (p *parser) parseFile(root *yaml.Node) *Set {
 	set := &Set{index: make(map[string]int, len(list.Content))}
 	seen := make(map[string]Policy) // by lower-case name
 	for _, item := range list.Content {
-		pol, ok := p.policy(item, flow)
+		pol, patch, ok := p.policy(item, flow)
 		if checkName(pol.Name) != "" {
 			continue
 		}
@@ -135,250 +136,48 @@ func (p *parser) parseFile(root *yaml.Node) *Set {
 		}
 		set.index[pol.Name] = len(set.list)
 		set.list = append(set.list, pol)
+		set.patches = append(set.patches, patch)
 	}
 	return set
 }
 
-// policy walks one item of the policies list. ok is false when it has errors.
-func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, ok bool) {
-	pol.Line = item.Line
+// policy walks one item of the policies list into its Patch, and resolves
+// that into the Policy. ok is false when it has errors.
+func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, patch Patch, ok bool) {
+	line := item.Line
 	firstErr := len(p.errs)
-	// where maps a field path to the node that set it (or the key, when the
-	// value is null); set holds the paths given a non-null value.
-	where := map[string]pos{}
-	set := map[string]bool{}
-	failed := map[string]bool{}
-	note := func(field string, k, v *yaml.Node, flow bool) bool {
-		if isNull(v) {
-			where[field] = at(k, flow)
-			return false
-		}
-		if v.Kind == yaml.ScalarNode {
-			where[field] = at(v, flow)
-		} else { // point at the key, for the errors of fields within
-			where[field] = at(k, flow)
-		}
-		set[field] = true
-		return true
-	}
-	fail := func(field string, v *yaml.Node, flow bool, format string, args ...any) {
-		failed[field] = true
-		p.errorf(at(v, flow), field, format, args...)
-	}
-	str := func(field string, v *yaml.Node, flow bool) (string, bool) {
-		if v.Kind != yaml.ScalarNode {
-			fail(field, v, flow, "%s: want a string", kindName(v))
-			return "", false
-		}
-		return v.Value, true
-	}
-	rate := func(field string, v *yaml.Node, flow bool) Rate {
-		s, ok := str(field, v, flow)
-		if !ok {
-			return Rate{}
-		}
-		r, err := ParseRate(s)
-		if err != nil {
-			fail(field, v, flow, "%v", err)
-		}
-		return r
-	}
-	integer := func(field string, v *yaml.Node, flow bool) int {
-		var i int
-		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
-			fail(field, v, flow, "%s: want a whole number", kindName(v))
-		} else if err := v.Decode(&i); err != nil {
-			fail(field, v, flow, "%s: out of range", kindName(v))
-		}
-		return i
-	}
-	boolean := func(field string, v *yaml.Node, flow bool) bool {
-		var b bool
-		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
-			fail(field, v, flow, "%s: want true or false", kindName(v))
-		}
-		return b
-	}
-	duration := func(field string, v *yaml.Node, flow bool) time.Duration {
-		s, ok := str(field, v, flow)
-		if !ok {
-			return 0
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			fail(field, v, flow, "%q: want a duration such as 500ms, 90s, 5m or 24h", s)
-		}
-		return d
-	}
-
-	budget := func(field string, v *yaml.Node, flow bool) Budget {
-		if v.Kind != yaml.ScalarNode {
-			fail(field, v, flow, "%s: %s", kindName(v), budgetWant)
-			return 0
-		}
-		b, err := ParseBudget(v.Value)
-		if err != nil {
-			fail(field, v, flow, "%v", err)
-		}
-		return b
-	}
-
-	var confirm *bool // deliver.confirm, when given
+	w := p.walker()
 	item = deref(item)
-	p.mapping(item, flow, "", policyFields, func(key string, k, v *yaml.Node, flow bool) {
-		if !note(key, k, v, flow) {
-			return
-		}
-		switch key {
-		case "name":
-			pol.Name, _ = str(key, v, flow)
-		case "outflow":
-			pol.Outflow = rate(key, v, flow)
-		case "queue":
-			pol.Queue = integer(key, v, flow)
-		case "overflow":
-			s, _ := str(key, v, flow)
-			pol.Overflow = Overflow(s)
-		case "total":
-			pol.Total = rate(key, v, flow)
-		case "deliver":
-			if v.Kind == yaml.ScalarNode {
-				where["deliver.subject"], set["deliver.subject"] = at(v, flow), true
-				pol.Deliver.Subject = v.Value
-				return
-			}
-			p.mapping(v, flow, "deliver.", deliverFields, func(key string, k, v *yaml.Node, flow bool) {
-				key = "deliver." + key
-				if !note(key, k, v, flow) {
-					return
-				}
-				switch key {
-				case "deliver.subject":
-					pol.Deliver.Subject, _ = str(key, v, flow)
-				case "deliver.stream":
-					pol.Deliver.Stream, _ = str(key, v, flow)
-				case "deliver.mode":
-					s, _ := str(key, v, flow)
-					pol.Deliver.Mode = DeliverMode(s)
-				case "deliver.confirm":
-					// The older spelling: true is mode confirm, false mode publish.
-					c := boolean(key, v, flow)
-					confirm = &c
-				case "deliver.webhook":
-					pol.Deliver.Webhook, _ = str(key, v, flow)
-				case "deliver.timeout":
-					pol.Deliver.Timeout = duration(key, v, flow)
-				}
-			})
-		case "retry":
-			p.mapping(v, flow, "retry.", retryFields, func(key string, k, v *yaml.Node, flow bool) {
-				key = "retry." + key
-				if !note(key, k, v, flow) {
-					return
-				}
-				switch key {
-				case "retry.attempts":
-					pol.Retry.Attempts = integer(key, v, flow)
-				case "retry.backoff":
-					pol.Retry.Backoff = duration(key, v, flow)
-				case "retry.max_backoff":
-					pol.Retry.MaxBackoff = duration(key, v, flow)
-				case "retry.deadline":
-					pol.Retry.Deadline = duration(key, v, flow)
-				case "retry.budget":
-					pol.Retry.Budget = budget(key, v, flow)
-				}
-			})
-		case "admit":
-			a := new(Admit)
-			if p.mapping(v, flow, "admit.", admitFields, func(key string, k, v *yaml.Node, flow bool) {
-				key = "admit." + key
-				if !note(key, k, v, flow) {
-					return
-				}
-				switch key {
-				case "admit.algorithm":
-					a.Algorithm, _ = str(key, v, flow)
-				case "admit.limit":
-					a.Limit = rate(key, v, flow)
-				case "admit.burst":
-					a.Burst = integer(key, v, flow)
-				case "admit.shadow":
-					a.Shadow = boolean(key, v, flow)
-				case "admit.fail":
-					fail, _ := str(key, v, flow)
-					a.Fail = Fail(fail)
-				}
-			}) {
-				pol.Admit = a
-			}
-		}
-	})
+	w.policy(item, flow)
 	if item == nil || item.Kind != yaml.MappingNode {
-		return Policy{}, false
+		return Policy{}, Patch{}, false
 	}
 
-	// Report required fields left out where the policy (or its admit block)
+	// Resolve the Patch as any other: it reports the required fields left
+	// out and checks the whole policy with the rules Validate uses. A field
+	// that already failed to decode is not reported twice. Each problem is
+	// placed where its field was given, else where its block or the policy
 	// starts.
-	required := []struct{ field, want string }{
-		{"name", "want a name of letters, digits, _ and -"},
-		{"outflow", "want a rate such as 20/s"},
-		{"queue", fmt.Sprintf("want a whole number from %d to %d", minQueue, maxQueue)},
-	}
-	if pol.Admit != nil {
-		required = append(required,
-			struct{ field, want string }{"admit.algorithm", "want one of " + strings.Join(algorithms, ", ")},
-			struct{ field, want string }{"admit.limit", "want a rate such as 600/m"})
-	}
-	for _, r := range required {
-		if !set[r.field] && !failed[r.field] {
-			w, ok := where[r.field] // the key of a null value
-			if !ok && strings.HasPrefix(r.field, "admit.") {
-				w, ok = where["admit"]
-			}
-			if !ok {
-				w = at(item, flow)
-			}
-			failed[r.field] = true
-			p.errorf(w, r.field, "missing: %s", r.want)
-		}
-	}
-
-	if confirm != nil && !failed["deliver.confirm"] {
-		switch {
-		case set["deliver.mode"]:
-			failed["deliver.confirm"] = true
-			p.errorf(where["deliver.confirm"], "deliver.confirm", "give mode or confirm, not both (confirm: true is mode: confirm, the default)")
-		case *confirm:
-			pol.Deliver.Mode = DeliverConfirm
-		default:
-			pol.Deliver.Mode = DeliverPublish
-		}
-	}
-
-	// Fill in the defaults of fields left out, then check the whole policy
-	// with the rules Validate uses; a field that already failed to parse is
-	// not reported twice.
-	has := func(field string) bool { return set[field] }
-	pol.fillDefaults(has)
-	nameOK := !failed["name"] && checkName(pol.Name) == ""
-	for _, e := range pol.validate() {
-		if failed[e.Field] || e.Field == "deliver.subject" && !set["deliver.subject"] && !nameOK {
+	pol, errs := w.patch.resolve()
+	pol.Line = line
+	nameOK := !w.failed["name"] && checkName(pol.Name) == ""
+	for _, e := range errs {
+		if w.failed[e.Field] {
 			continue
 		}
-		w, ok := where[e.Field]
+		place, ok := w.where[e.Field]
 		if !ok && e.Field == "retry.backoff" {
-			w, ok = where["retry.max_backoff"]
+			place, ok = w.where["retry.max_backoff"]
 		}
 		if !ok {
 			if parent, _, nested := strings.Cut(e.Field, "."); nested {
-				w, ok = where[parent]
+				place, ok = w.where[parent]
 			}
 		}
 		if !ok {
-			w = at(item, flow)
+			place = at(item, flow)
 		}
-		e.File, e.Line, e.Column = p.file, w.line, w.col
+		e.File, e.Line, e.Column = p.file, place.line, place.col
 		p.errs = append(p.errs, e)
 	}
 	if nameOK {
@@ -386,7 +185,7 @@ func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, ok bool) {
 			e.Policy = pol.Name
 		}
 	}
-	return pol, len(p.errs) == firstErr
+	return pol, w.patch, len(p.errs) == firstErr
 }
 
 // mapping checks that n is a mapping of known fields, each given once, and
@@ -408,6 +207,8 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 			}
 		case "deliver":
 			what = "a NATS subject or a mapping of " + strings.Join(known, ", ")
+		case "admit":
+			what = "off or a mapping of " + strings.Join(known, ", ")
 		default:
 			what = "a mapping of " + strings.Join(known, ", ")
 		}
@@ -435,7 +236,11 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 			continue
 		}
 		if line, dup := seen[name]; dup {
-			p.errorf(at(k, flow), prefix+name, "given twice (first on line %d)", line)
+			if line == 0 { // JSON: no lines
+				p.errorf(at(k, flow), prefix+name, "given twice")
+			} else {
+				p.errorf(at(k, flow), prefix+name, "given twice (first on line %d)", line)
+			}
 			continue
 		}
 		seen[name] = k.Line

@@ -9,8 +9,9 @@ import (
 // order. A Set is immutable: With returns a new Set. It is safe for
 // concurrent use. The zero Set is empty.
 type Set struct {
-	list  []Policy
-	index map[string]int // name → position in list
+	list    []Policy
+	patches []Patch        // what the file (or With) gave of each policy of list
+	index   map[string]int // name → position in list
 }
 
 // Policies returns the policies of s in file order (policies added by With
@@ -40,37 +41,66 @@ func (s *Set) Lookup(name string) (Policy, bool) {
 	return s.list[i].Clone(), true
 }
 
+// Patch returns what the policy file gives of the policy named name: the
+// fields it sets, as a Patch whose Resolve is the policy Lookup returns
+// (but for the Line). For a policy added by With, the fields of the Policy
+// given that are not zero, and those without a default. The second result
+// is false when s has no such policy.
+func (s *Set) Patch(name string) (Patch, bool) {
+	if s == nil {
+		return Patch{}, false
+	}
+	i, ok := s.index[name]
+	if !ok {
+		return Patch{}, false
+	}
+	return s.patches[i], true
+}
+
 // With returns a copy of s in which p replaces the policy of the same name,
-// or is added at the end when there is none; s itself is not changed. Fields
-// of p that have a default and are zero are set to the default first, as
-// Parse does; then p must pass Validate, and its name must not differ only
-// in case from another policy's. The errors are *Error values, without a
+// or is added at the end when there is none; s itself is not changed. The
+// fields of p that have a default and are zero are left out: p is read as
+// a Patch of its other fields, resolved as Parse resolves a policy of the
+// file (Patch.Resolve); p must pass Validate then, and its name must not
+// differ only in case from another policy's. The errors are *Error values, without a
 // file position. With keeps p.Line as given.
 func (s *Set) With(p Policy) (*Set, error) {
-	p = p.Clone()
-	p.fillDefaults(nil)
-	if err := p.Validate(); err != nil {
-		return nil, err
+	patch := patchOf(p)
+	resolved, errs := patch.resolve()
+	if len(errs) > 0 {
+		for _, e := range errs {
+			e.Policy = p.Name
+		}
+		return nil, joinErrors(errs)
 	}
+	resolved.Line = p.Line
+	p = resolved
 	var list []Policy
+	var patches []Patch
 	if s != nil {
-		list = s.list
+		list, patches = s.list, s.patches
 		for _, q := range list {
 			if q.Name != p.Name && strings.EqualFold(q.Name, p.Name) {
 				return nil, &Error{Policy: p.Name, Field: "name", Msg: fmt.Sprintf("%q differs only in case from %q", p.Name, q.Name)}
 			}
 		}
 	}
-	next := &Set{list: make([]Policy, len(list), len(list)+1), index: make(map[string]int, len(list)+1)}
+	next := &Set{
+		list:    make([]Policy, len(list), len(list)+1),
+		patches: make([]Patch, len(patches), len(list)+1),
+		index:   make(map[string]int, len(list)+1),
+	}
 	copy(next.list, list)
+	copy(next.patches, patches)
 	for i, q := range next.list {
 		next.index[q.Name] = i
 	}
 	if i, ok := next.index[p.Name]; ok {
-		next.list[i] = p
+		next.list[i], next.patches[i] = p, patch
 	} else {
 		next.index[p.Name] = len(next.list)
 		next.list = append(next.list, p)
+		next.patches = append(next.patches, patch)
 	}
 	return next, nil
 }

@@ -40,7 +40,8 @@ func windowed(name string) bool {
 // Validate reports whether p obeys the rules of the policy file format, as
 // an *Error (several joined with errors.Join) without a file position. Fields
 // that Parse would default must be set: Validate checks p as it is, so that a
-// policy that passes is complete. Set.With fills in the defaults first.
+// policy that passes is complete. Patch.Resolve and Set.With fill in the
+// defaults first.
 // Uniqueness of names is a property of a Set and is not checked here.
 func (p Policy) Validate() error {
 	errs := p.validate()
@@ -227,51 +228,6 @@ func checkWebhook(s string) string {
 		return fmt.Sprintf("%q: URL has no host", s)
 	}
 	return ""
-}
-
-// fillDefaults sets the fields of p that have a default and were left out
-// to that default. has reports whether a field, named by its YAML path, was
-// given; nil means a field was given when it is not zero.
-func (p *Policy) fillDefaults(has func(field string) bool) {
-	unset := func(field string, zero bool) bool {
-		if has == nil {
-			return zero
-		}
-		return !has(field)
-	}
-	if unset("overflow", p.Overflow == "") {
-		p.Overflow = DefaultOverflow
-	}
-	if p.Deliver.Webhook == "" && unset("deliver.subject", p.Deliver.Subject == "") {
-		p.Deliver.Subject = DefaultDeliverPrefix + "." + p.Name
-	}
-	if p.Deliver.Webhook == "" && p.Deliver.Stream == "" && p.Deliver.Mode == "" {
-		p.Deliver.Mode = DeliverConfirm
-	}
-	if p.Deliver.Stream != "" && p.Deliver.Mode == DeliverConfirm {
-		p.Deliver.Mode = "" // a stream always confirms
-	}
-	if unset("deliver.timeout", p.Deliver.Timeout == 0) {
-		p.Deliver.Timeout = DefaultWebhookTimeout
-	}
-	if unset("retry.attempts", p.Retry.Attempts == 0) {
-		p.Retry.Attempts = DefaultRetryAttempts
-	}
-	if unset("retry.backoff", p.Retry.Backoff == 0) {
-		p.Retry.Backoff = DefaultRetryBackoff
-	}
-	if unset("retry.max_backoff", p.Retry.MaxBackoff == 0) {
-		p.Retry.MaxBackoff = DefaultRetryMaxBackoff
-	}
-	if unset("retry.deadline", p.Retry.Deadline == 0) {
-		p.Retry.Deadline = DefaultRetryDeadline
-	}
-	if unset("retry.budget", p.Retry.Budget == 0) {
-		p.Retry.Budget = DefaultRetryBudget
-	}
-	if p.Admit != nil && unset("admit.fail", p.Admit.Fail == "") {
-		p.Admit.Fail = DefaultAdmitFail
-	}
 }
 
 // bursting lists the algorithms that take a burst.
