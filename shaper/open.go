@@ -121,7 +121,14 @@ func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-ch
 	s.policies.add(p.Name, line)
 	first := make(chan struct{})
 	s.background.Go(func() {
-		s.cluster.HoldLease(lctx, p.Name, line.setActive, func() { close(first) })
+		s.cluster.HoldLease(lctx, p.Name, func(holding bool, until time.Time) {
+			if holding {
+				line.holdUntil(until) // the fence first: a renewal moves it on
+				line.setActive(true)
+			} else {
+				line.setActive(false) // the last fence stays
+			}
+		}, func() { close(first) })
 	})
 	s.background.Go(func() { s.jobs.KeepHorizon(lctx, p.Name, line.queue) })
 	return first, nil

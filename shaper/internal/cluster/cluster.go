@@ -6,14 +6,18 @@
 // globally), but each policy is drained by one shaper at a time, so that a
 // key's rate holds globally too: the one holding the policy's lease, an
 // entry in the SHAPER_LEASES key-value bucket that its holder renews every
-// LeaseTTL/3 and that expires LeaseTTL after the holder stops. A holder
-// whose renewals fail for a while (a JetStream election) keeps the lease
-// and goes on draining while its entry lives, and beyond that while no
-// other shaper is alive; another takes the lease over the moment it has
-// expired (lease.go). A restarted shaper with the same instance id takes
-// its own lease back at once. Like every lease this is not a fence: two
-// shapers can briefly both deliver across a network partition, which
-// at-least-once delivery allows.
+// LeaseTTL/3 and that expires LeaseTTL after it was last written. The
+// protocol is a pure state machine (leasemachine.go) that HoldLease drives
+// with the bucket and a clock. It is also a fence: the holder delivers
+// only until its deadline, LeaseTTL − LeaseTTL/12 after it sent its last
+// successful write, on its own monotonic clock, and no other shaper takes
+// the lease before that deadline has passed (the argument is in
+// leasemachine.go). A holder whose renewals fail (a JetStream election)
+// keeps the lease and resumes when a renewal gets through, but delivers
+// nothing past its deadline; one frozen past it (a stopped process, a long
+// GC pause) wakes up delivering nothing. Another shaper takes the lease
+// over LeaseTTL after the holder's last renewal. A restarted shaper with
+// the same instance id takes its own lease back at once.
 //
 // Shapers count each other through member.<hash of id> entries in the same
 // bucket, renewed with the leases and expiring with them: while Redis is
@@ -60,6 +64,7 @@ type Config struct {
 	LeaseTTL time.Duration // default DefaultLeaseTTL
 	Replicas int           // replicas of the buckets it creates
 	Logger   *slog.Logger
+	Clock    Clock // of the leases' deadlines; default time.Now
 }
 
 // Cluster is this shaper's membership of the cluster. Safe for concurrent use.
@@ -79,6 +84,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, er
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger}
 	var err error
