@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -18,22 +17,25 @@ import (
 )
 
 // table is the policies a Shaper serves and the pipeline of each. The set
-// of policies is fixed at start (the file's); each policy's live version
-// may differ from the file's by an override (live tuning). Safe for
-// concurrent use once opened.
+// of policies is the file's (replaced by a reload); each policy's live
+// version is the file's Patch merged with its live override, resolved.
+// Safe for concurrent use once opened.
 //
 // Live tuning (PUT /v1/policies/{name}) changes a policy while the shaper
-// runs; the change is kept as an override in the cluster's bucket, which
-// every shaper watches and applies, and which outlives restarts. DELETE
-// /v1/policies/{name}/override returns the policy to its file. What can
-// change: outflow and total (from each key's next slot), queue (a larger
-// size at once; a smaller one is enforced by admission, since shrinking the
-// stream's limit over live jobs would purge them), overflow, retry and
-// admit. Where jobs are delivered cannot change while running.
+// runs. A change is a JSON merge patch (policies.Patch): the override is
+// the merge of the changes since the last reset, kept in the cluster's
+// bucket, which every shaper watches and applies, and which outlives
+// restarts. A field the override leaves out is the file's (so a reload
+// changes it); DELETE /v1/policies/{name}/override drops the override.
+// What can change: outflow and total (from each key's next slot), queue (a
+// larger size at once; a smaller one is enforced by admission, since
+// shrinking the stream's limit over live jobs would purge them), overflow,
+// retry and admit. Where jobs are delivered cannot change while running.
 type table struct {
-	mu    sync.RWMutex
-	file  *policies.Set      // as the policy file says (replaced by a reload)
-	lines map[string]*served // one per policy served; the live version is its gate's
+	mu        sync.RWMutex
+	file      *policies.Set             // as the policy file says (replaced by a reload)
+	overrides map[string]policies.Patch // the live override of each policy that has one
+	lines     map[string]*served        // one per policy served; the live version is its gate's
 
 	// deadCount returns how many dead letters a policy has, from memory;
 	// set once the dead letters are open (setDeadCount).
@@ -41,7 +43,7 @@ type table struct {
 }
 
 func newTable(file *policies.Set) *table {
-	return &table{file: file, lines: make(map[string]*served)}
+	return &table{file: file, overrides: make(map[string]policies.Patch), lines: make(map[string]*served)}
 }
 
 // setDeadCount makes count the source of each policy's dead letters count.
@@ -150,54 +152,87 @@ func (t *table) waiting(policy string) string {
 	return ""
 }
 
-// override applies a stored override of policy name, or takes the policy
-// back to its file when p is nil. An override of a policy this shaper's
-// file does not have is ignored.
-func (t *table) override(ctx context.Context, name string, p *policies.Policy, log *slog.Logger) error {
+// errDeliver refuses a live change of where jobs are delivered.
+var errDeliver = errors.New("deliver cannot change while running: edit the policy file and restart")
+
+// override makes p the live override of policy name (nil: none, back to
+// the file) and applies it. The override of a policy this shaper does not
+// serve is kept, for a reload that adds the policy.
+func (t *table) override(ctx context.Context, name string, p *policies.Patch, log *slog.Logger) error {
+	t.mu.Lock()
+	if p == nil || p.IsEmpty() {
+		delete(t.overrides, name)
+	} else {
+		t.overrides[name] = *p
+	}
+	t.mu.Unlock()
 	if t.line(name) == nil {
 		return nil
 	}
-	if p == nil {
-		file, ok := t.fileVersion(name)
-		if !ok {
-			return nil
-		}
-		return t.apply(ctx, file, false, log)
-	}
-	return t.apply(ctx, *p, true, log)
+	return t.refresh(ctx, name, log)
 }
 
-// normalize checks that p may replace the live version of its policy and
-// returns it with its defaults filled in, validated as the policy file
-// would be.
-func (t *table) normalize(p policies.Policy) (policies.Policy, error) {
-	line := t.line(p.Name)
-	if line == nil {
-		return p, fmt.Errorf("unknown policy %q", p.Name)
-	}
-	if !reflect.DeepEqual(line.Gate.Policy().Deliver, p.Deliver) {
-		return p, errors.New("deliver cannot change while running: edit the policy file and restart")
-	}
+// overrideOf returns the live override of policy name: the empty Patch
+// when it has none.
+func (t *table) overrideOf(name string) policies.Patch {
 	t.mu.RLock()
-	next, err := t.file.With(p)
+	defer t.mu.RUnlock()
+	return t.overrides[name]
+}
+
+// compose returns policy name as its file's Patch merged with the override
+// over says, resolved and validated as the policy file would be.
+func (t *table) compose(name string, over policies.Patch) (policies.Policy, error) {
+	t.mu.RLock()
+	patch, ok := t.file.Patch(name)
+	file, _ := t.file.Lookup(name)
 	t.mu.RUnlock()
+	if !ok {
+		return policies.Policy{}, fmt.Errorf("unknown policy %q", name)
+	}
+	p, err := patch.Merge(over).Resolve()
 	if err != nil {
 		return p, err
 	}
-	p, _ = next.Lookup(p.Name)
+	p.Line = file.Line
 	return p, nil
 }
 
-// apply makes p the live version of its policy on this shaper.
-func (t *table) apply(ctx context.Context, p policies.Policy, override bool, log *slog.Logger) error {
-	p, err := t.normalize(p)
+// deliverOf returns where policy name delivers by the Patch of its file
+// merged with over, and false when that is no delivery target.
+func (t *table) deliverOf(name string, over policies.Patch) (policies.Deliver, bool) {
+	t.mu.RLock()
+	patch, _ := t.file.Patch(name)
+	t.mu.RUnlock()
+	only := policies.Patch{ // deliver and what its defaults depend on
+		Name:    policies.Value(name),
+		Outflow: policies.Value(policies.Rate{N: 1, Per: time.Second}),
+		Queue:   policies.Value(1),
+		Deliver: patch.Merge(over).Deliver,
+	}
+	p, err := only.Resolve()
+	return p.Deliver, err == nil
+}
+
+// refresh makes the live version of policy name what its file and its
+// override say now, but for where jobs are delivered, which stays as it
+// runs.
+func (t *table) refresh(ctx context.Context, name string, log *slog.Logger) error {
+	line := t.line(name)
+	if line == nil {
+		return fmt.Errorf("unknown policy %q", name)
+	}
+	over := t.overrideOf(name)
+	p, err := t.compose(name, over)
 	if err != nil {
 		return err
 	}
-	line := t.line(p.Name)
-	if line == nil {
-		return fmt.Errorf("unknown policy %q", p.Name)
-	}
+	p.Deliver = line.Policy().Deliver
+	return t.apply(ctx, line, p, !over.IsEmpty(), log)
+}
+
+// apply makes p the live version of its policy, served by line.
+func (t *table) apply(ctx context.Context, line *served, p policies.Policy, override bool, log *slog.Logger) error {
 	old := line.Policy()
 	if err := line.queue.Resize(ctx, p.Queue); err != nil {
 		return err
@@ -209,11 +244,19 @@ func (t *table) apply(ctx context.Context, p policies.Policy, override bool, log
 		return err
 	}
 	line.override.Store(override)
-	if !reflect.DeepEqual(*old, p) {
-		log.Info("policy changed", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue,
-			"overflow", p.Overflow, "total", p.Total.String(), "override", override)
+	if changes := policies.Diff(*old, p); len(changes) > 0 {
+		log.Info("policy changed", "policy", p.Name, "change", joinChanges(changes), "override", override)
 	}
 	return nil
+}
+
+// joinChanges words changes as "outflow 20/s → 50/s, queue 10 → 20".
+func joinChanges(changes []policies.Change) string {
+	out := make([]string, len(changes))
+	for i, c := range changes {
+		out[i] = c.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // sweep has every gate forget what it no longer needs about idle keys,

@@ -2,11 +2,9 @@ package shaper
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -23,10 +21,10 @@ type ReloadReport struct {
 	File      string   `json:"file"`
 	Added     []string `json:"added"`     // policies now served
 	Removed   []string `json:"removed"`   // policies no longer served (their queued jobs stay in JetStream)
-	Changed   []string `json:"changed"`   // "orders: outflow 20/s → 50/s"
+	Changed   []string `json:"changed"`   // what changed live: "orders: outflow 20/s → 50/s, retry.attempts 5 → 3"
 	Unchanged int      `json:"unchanged"` // policies the file did not change
-	// Warnings are changes not applied, and why: a live override that
-	// still applies, a delivery target that needs a restart.
+	// Warnings are changes of the file not applied, and why: fields a live
+	// override sets (each named), a delivery target that needs a restart.
 	Warnings []string `json:"warnings"`
 }
 
@@ -44,9 +42,11 @@ type reloadResult struct {
 // line, and each is logged); otherwise new policies are served, removed ones
 // stop being served (their queued jobs stay in JetStream for a file that
 // brings them back), and changed ones are applied live without losing
-// queued jobs. A policy with a live override keeps it (the override is
-// newer than the file); a changed delivery target needs a restart. Every
-// change is logged. Reload waits for the running Shaper (it is applied
+// queued jobs. A live override is a patch over the file: the file's
+// changes apply to the fields the override leaves out, while the fields it
+// sets keep the override's values, and the report warns of each such
+// change of the file not applied. A changed delivery target needs a
+// restart. Every change is logged. Reload waits for the running Shaper (it is applied
 // between other work of Run), at most until ctx ends.
 func (s *Shaper) Reload(ctx context.Context) (ReloadReport, error) {
 	if s.cfg.PolicyFile == "" {
@@ -94,34 +94,47 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 			firsts = append(firsts, first)
 			rep.Added = append(rep.Added, p.Name)
 			s.log.Info("reload: policy added", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue)
+			if !s.policies.overrideOf(p.Name).IsEmpty() { // stored before this shaper served it
+				if err := s.policies.refresh(ctx, p.Name, s.log); err != nil {
+					s.warn(&rep, p.Name+": the live override not applied: "+err.Error())
+				}
+			}
 			continue
 		}
 		before, _ := old.Lookup(p.Name)
-		diff := policyDiff(before, p)
-		if len(diff) == 0 {
+		fileChanges := policies.Diff(before, p)
+		if len(fileChanges) == 0 {
 			rep.Unchanged++
 			continue
 		}
-		change := p.Name + ": " + strings.Join(diff, ", ")
-		if line.override.Load() {
-			w := change + ": not applied, the live override still applies (DELETE /v1/policies/" + p.Name + "/override to use the file)"
-			rep.Warnings = append(rep.Warnings, w)
-			s.log.Warn("reload: "+w, "policy", p.Name)
-			continue
+		over := s.policies.overrideOf(p.Name)
+		var held []string
+		deliver := false
+		for _, c := range fileChanges {
+			switch {
+			case strings.HasPrefix(c.Field, "deliver."):
+				deliver = true
+			case over.Covers(c.Field):
+				held = append(held, c.String())
+			}
 		}
-		if live := line.Gate.Policy(); !reflect.DeepEqual(live.Deliver, p.Deliver) {
-			w := p.Name + ": the delivery target changed: restart the shaper to apply it"
-			rep.Warnings = append(rep.Warnings, w)
-			s.log.Warn("reload: "+w, "policy", p.Name)
-			p.Deliver = live.Deliver
+		if len(held) > 0 {
+			s.warn(&rep, fmt.Sprintf("%s: %s: not applied, the live override sets %s (DELETE /v1/policies/%s/override to use the file)",
+				p.Name, strings.Join(held, ", "), pronoun(len(held)), p.Name))
 		}
-		if err := s.policies.apply(ctx, p, false, s.log); err != nil {
+		if deliver {
+			s.warn(&rep, p.Name+": the delivery target changed: restart the shaper to apply it")
+		}
+		live := *line.Policy()
+		if err := s.policies.refresh(ctx, p.Name, s.log); err != nil {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not applied: %v", p.Name, err))
 			s.log.Error("reload: policy change not applied", "policy", p.Name, "err", err)
 			continue
 		}
-		rep.Changed = append(rep.Changed, change)
-		s.log.Info("reload: policy changed", "policy", p.Name, "change", strings.Join(diff, ", "))
+		if changes := policies.Diff(live, *line.Policy()); len(changes) > 0 {
+			rep.Changed = append(rep.Changed, p.Name+": "+joinChanges(changes))
+			s.log.Info("reload: policy changed", "policy", p.Name, "change", joinChanges(changes))
+		}
 	}
 	for _, name := range s.policies.names() {
 		if _, ok := set.Lookup(name); ok {
@@ -140,29 +153,18 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 	return rep, nil
 }
 
-// policyDiff lists the fields in which p differs from before, as
-// "field before → after", in the order of the policy file format.
-func policyDiff(before, p policies.Policy) []string {
-	var a, b map[string]json.RawMessage
-	ja, _ := json.Marshal(before)
-	jb, _ := json.Marshal(p)
-	json.Unmarshal(ja, &a)
-	json.Unmarshal(jb, &b)
-	var out []string
-	for _, f := range []string{"outflow", "queue", "overflow", "total", "deliver", "retry", "admit"} {
-		if string(a[f]) != string(b[f]) {
-			out = append(out, fmt.Sprintf("%s %s → %s", f, shown(a[f]), shown(b[f])))
-		}
+// pronoun is "it" for one, "them" for more.
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
 	}
-	return out
+	return "them"
 }
 
-// shown renders a JSON field value for a change list: "none" when absent.
-func shown(v json.RawMessage) string {
-	if len(v) == 0 || string(v) == "null" {
-		return "none"
-	}
-	return strings.Trim(string(v), `"`)
+// warn adds w to the warnings of rep, and logs it.
+func (s *Shaper) warn(rep *ReloadReport, w string) {
+	rep.Warnings = append(rep.Warnings, w)
+	s.log.Warn("reload: " + w)
 }
 
 // unjoin returns the errors err joins (errors.Join), or err alone.

@@ -1,9 +1,8 @@
 package shaper
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -38,9 +37,13 @@ type PolicyStatus struct {
 	Retries     uint64 `json:"retries"`          // attempts that retried a failed job (the retry budget's use)
 	RetriesHeld uint64 `json:"retries_deferred"` // slots in which a due retry gave way to a fresh job (budget spent)
 	Aside       int    `json:"stepped_aside"`    // failed jobs waiting for a retry while their key's fresh jobs go on
-	Override    bool   `json:"override"`         // tuned live: differs from the policy file
-	Draining    bool   `json:"draining"`         // this shaper holds the policy's drain lease
-	InFlight    int    `json:"in_flight"`        // deliveries in progress
+	Override    bool   `json:"override"`         // tuned live: a live override applies
+	// Overridden lists the fields the live override sets or resets, by
+	// their path in the policy file ("retry.attempts"; "admit" when it is
+	// off); the others are the file's.
+	Overridden []string `json:"overridden,omitempty"`
+	Draining   bool     `json:"draining"`  // this shaper holds the policy's drain lease
+	InFlight   int      `json:"in_flight"` // deliveries in progress
 }
 
 // status returns every policy with its live figures, sorted by name.
@@ -87,6 +90,7 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 		RetriesHeld: ds.RetriesDeferred,
 		Aside:       ds.SteppedAside,
 		Override:    line.override.Load(),
+		Overridden:  t.overrideOf(name).Paths(),
 		Draining:    line.Drain.Active(),
 		InFlight:    ds.InFlight,
 	}
@@ -103,7 +107,7 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 //
 //	GET    /v1/policies                  every policy with its live figures
 //	GET    /v1/policies/{name}           one policy
-//	PUT    /v1/policies/{name}           tune it live (JSON with the fields to change)
+//	PUT    /v1/policies/{name}           change it live: a JSON merge patch (policies.Patch)
 //	DELETE /v1/policies/{name}/override  back to the policy file
 //
 // Overrides are stored in c, for every shaper. Tuning is behind admin.
@@ -119,8 +123,7 @@ func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Gua
 	}))
 	mux.HandleFunc("DELETE /v1/policies/{name}/override", admin(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		file, ok := t.fileVersion(name)
-		if !ok || t.line(name) == nil {
+		if _, ok := t.fileVersion(name); !ok || t.line(name) == nil {
 			httpapi.Error(w, http.StatusNotFound, httpapi.UnknownPolicy(name, t.names()))
 			return
 		}
@@ -130,7 +133,7 @@ func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Gua
 			httpapi.Unavailable(w, "backend", err)
 			return
 		}
-		if err := t.apply(ctx, file, false, log); err != nil {
+		if err := t.override(ctx, name, nil, log); err != nil {
 			httpapi.Unavailable(w, "backend", err)
 			return
 		}
@@ -147,9 +150,16 @@ func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, name string)
 	httpapi.WriteJSON(w, http.StatusOK, st)
 }
 
-// handlePut serves PUT /v1/policies/{name}: the body is a JSON object with
-// the fields to change, as GET shows them ({"outflow": "10/s", "queue":
-// 50}). Bad input changes nothing and is answered 400.
+// refused is a live change that is not allowed: answered 400.
+type refused struct{ error }
+
+// handlePut serves PUT /v1/policies/{name}: the body is a JSON merge patch
+// of the policy as GET shows it (policies.Patch), merged into the live
+// override: {"outflow": "10/s", "retry": {"attempts": 3}} changes those
+// two fields and nothing else, a null resets a field to the policy file's
+// value (or the default), total "" or "off" is no cap and admit "off" no
+// admission limit. Bad input of any kind changes nothing and is answered
+// 400 naming the field.
 func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Cluster, log *slog.Logger) {
 	name := r.PathValue("name")
 	line := t.line(name)
@@ -162,43 +172,65 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 		httpapi.Error(w, http.StatusRequestEntityTooLarge, "policy body: "+err.Error())
 		return
 	}
-	p := line.Gate.Policy().Clone()
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	change, err := policies.ParsePatch(body)
+	if err != nil {
 		httpapi.Error(w, http.StatusBadRequest, inPolicy(name, err))
 		return
 	}
-	if p.Name != name {
+	if n, ok := change.Name.Get(); ok && n != name || change.Name.IsNull() {
 		httpapi.Error(w, http.StatusBadRequest, "policy "+httpapi.Quote(name)+": name cannot change")
 		return
 	}
-	p.Line = 0
-	if p, err = t.normalize(p); err != nil {
-		httpapi.Error(w, http.StatusBadRequest, inPolicy(name, err))
-		return
-	}
+	change.Name = policies.Field[string]{}
+	running := line.Policy().Deliver
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if err := c.PutOverride(ctx, p); err != nil {
+	over, err := c.PutOverride(ctx, name, func(old policies.Patch) (policies.Patch, error) {
+		next := old.Merge(change)
+		if !change.Deliver.IsZero() {
+			if d, ok := t.deliverOf(name, next); !ok || d != running {
+				return next, refused{errDeliver}
+			}
+		}
+		next.Deliver = policies.Field[policies.DeliverPatch]{} // never stored: it cannot change
+		if _, err := t.compose(name, next); err != nil {
+			return next, refused{err}
+		}
+		return next, nil
+	})
+	var no refused
+	switch {
+	case errors.As(err, &no):
+		httpapi.Error(w, http.StatusBadRequest, inPolicy(name, no.error))
+		return
+	case err != nil:
 		httpapi.Unavailable(w, "backend", err)
 		return
 	}
 	// Apply here at once as well: the watch brings it to the other shapers.
-	if err := t.apply(ctx, p, true, log); err != nil {
+	if err := t.override(ctx, name, &over, log); err != nil {
 		httpapi.Unavailable(w, "backend", err)
 		return
 	}
 	t.writeStatus(w, r, name)
 }
 
-// inPolicy words err about policy name, naming the policy once.
+// inPolicy words err about policy name, naming the policy once in each of
+// its problems, one after another.
 func inPolicy(name string, err error) string {
-	msg := err.Error()
-	if strings.HasPrefix(msg, "policy "+strconv.Quote(name)) {
-		return msg // the policy's validation names it already
+	var out []string
+	for _, e := range unjoin(err) {
+		var pe *policies.Error
+		if errors.As(e, &pe) && pe.Policy == "" {
+			pe.Policy = name
+		}
+		msg := e.Error()
+		if !strings.HasPrefix(msg, "policy "+strconv.Quote(name)) {
+			msg = "policy " + httpapi.Quote(name) + ": " + msg
+		}
+		out = append(out, msg)
 	}
-	return "policy " + httpapi.Quote(name) + ": " + msg
+	return strings.Join(out, "; ")
 }
 
 // DeadLetter is one dead-lettered job as GET /v1/dead shows it.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -11,44 +13,144 @@ import (
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
-// showPolicy prints a policy as a change or reset left it.
+// showPolicy prints a policy as a change or reset left it, with its retry
+// and admit blocks when a live override touches them.
 func showPolicy(c *cli.Context, p client.Policy) {
-	fmt.Fprintf(c.App.Writer, "%s: outflow %s per key, queue %d, overflow %s", p.Name, p.Outflow, p.Queue, p.Overflow)
+	w := c.App.Writer
+	fmt.Fprintf(w, "%s: outflow %s per key, queue %d, overflow %s", p.Name, p.Outflow, p.Queue, p.Overflow)
 	if !p.Total.IsZero() {
-		fmt.Fprintf(c.App.Writer, ", total %s", p.Total)
+		fmt.Fprintf(w, ", total %s", p.Total)
 	}
 	if p.Override {
-		fmt.Fprint(c.App.Writer, " (live override)")
+		fmt.Fprint(w, " (live override")
+		if len(p.Overridden) > 0 {
+			fmt.Fprint(w, ": ", strings.Join(p.Overridden, ", "))
+		}
+		fmt.Fprint(w, ")")
 	}
-	fmt.Fprintln(c.App.Writer)
+	fmt.Fprintln(w)
+	var retry, admit bool
+	for _, f := range p.Overridden {
+		retry = retry || strings.HasPrefix(f, "retry")
+		admit = admit || strings.HasPrefix(f, "admit")
+	}
+	if r := p.Retry; retry {
+		fmt.Fprintf(w, "  retry: attempts %d, backoff %v, max_backoff %v, deadline %v, budget %s\n", r.Attempts, r.Backoff, r.MaxBackoff, r.Deadline, r.Budget)
+	}
+	if a := p.Admit; admit && a == nil {
+		fmt.Fprintln(w, "  admit: off")
+	} else if admit {
+		fmt.Fprintf(w, "  admit: %s %s, burst %d, shadow %v, fail %s\n", a.Algorithm, a.Limit, a.Burst, a.Shadow, a.Fail)
+	}
 }
 
+// The flags of policies set that set a field, by the field's path: each
+// value is read as the policy file reads it.
+var (
+	textFlags = []struct{ flag, path, usage string }{
+		{"outflow", "outflow", "per-key rate, e.g. 20/s"},
+		{"total", "total", `outflow cap over all keys ("" or off removes it)`},
+		{"overflow", "overflow", "reject or defer"},
+		{"retry-backoff", "retry.backoff", "first retry delay, e.g. 1s"},
+		{"retry-max-backoff", "retry.max_backoff", "retry delay cap, e.g. 1m"},
+		{"retry-deadline", "retry.deadline", "how long after its submission a job may be retried, e.g. 24h"},
+		{"retry-budget", "retry.budget", "share of a key's slots retries may take: 20%, 0.2 or off"},
+		{"admit", "admit", "off: no admission limit, whatever the file says"},
+		{"admit-algorithm", "admit.algorithm", "gcra, token_bucket, fixed_window, sliding_log or sliding_window"},
+		{"admit-limit", "admit.limit", "admission limit per key, e.g. 600/m"},
+		{"admit-fail", "admit.fail", "open or closed: what to do when Redis fails"},
+	}
+	intFlags = []struct{ flag, path, usage string }{
+		{"queue", "queue", "jobs a key may hold"},
+		{"retry-attempts", "retry.attempts", "how many times a job is tried at most"},
+		{"admit-burst", "admit.burst", "bucket size of gcra and token_bucket"},
+	}
+	boolFlags = []struct{ flag, path, usage string }{
+		{"admit-shadow", "admit.shadow", "only count what the limit would refuse"},
+	}
+)
+
 // policyChange is the change the flags of policies set ask for, and
-// whether they ask for any.
+// whether they ask for any: the flags make a JSON merge patch, read by
+// policies.ParsePatch as the shaper reads a PUT.
 func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
-	var change client.PolicyChange
-	for _, f := range []struct {
-		flag string
-		rate **policies.Rate
-	}{{"outflow", &change.Outflow}, {"total", &change.Total}} {
-		if !c.IsSet(f.flag) {
-			continue
+	body := map[string]any{}
+	put := func(path, flag string, v any) error {
+		m := body
+		parts := strings.Split(path, ".")
+		for _, p := range parts[:len(parts)-1] {
+			switch sub := m[p].(type) {
+			case map[string]any:
+				m = sub
+			case nil:
+				if _, reset := m[p]; reset {
+					return fmt.Errorf("%s: %s is reset: it cannot be changed too", flag, p)
+				}
+				block := map[string]any{}
+				m[p], m = block, block
+			default:
+				return fmt.Errorf("%s: %s is %v: it cannot be changed too", flag, p, sub)
+			}
 		}
-		r := new(policies.Rate)
-		if err := r.UnmarshalText([]byte(c.String(f.flag))); err != nil { // "" is the zero Rate: no cap
-			return change, false, fmt.Errorf("--%s: %w", f.flag, err)
+		last := parts[len(parts)-1]
+		if _, twice := m[last]; twice {
+			return fmt.Errorf("%s: %s is already changed by another flag", flag, path)
 		}
-		*f.rate = r
+		m[last] = v
+		return nil
 	}
-	if c.IsSet("overflow") {
-		o := policies.Overflow(c.String("overflow")) // the shaper checks it
-		change.Overflow = &o
+	for _, f := range textFlags {
+		if c.IsSet(f.flag) {
+			if err := put(f.path, "--"+f.flag, c.String(f.flag)); err != nil {
+				return client.PolicyChange{}, false, err
+			}
+		}
 	}
-	if c.IsSet("queue") {
-		q := c.Int("queue")
-		change.Queue = &q
+	for _, f := range intFlags {
+		if c.IsSet(f.flag) {
+			if err := put(f.path, "--"+f.flag, c.Int(f.flag)); err != nil {
+				return client.PolicyChange{}, false, err
+			}
+		}
 	}
-	return change, change != client.PolicyChange{}, nil
+	for _, f := range boolFlags {
+		if c.IsSet(f.flag) {
+			if err := put(f.path, "--"+f.flag, c.Bool(f.flag)); err != nil {
+				return client.PolicyChange{}, false, err
+			}
+		}
+	}
+	for _, path := range c.StringSlice("reset") {
+		for path := range strings.SplitSeq(path, ",") {
+			if err := put(strings.TrimSpace(path), "--reset", nil); err != nil {
+				return client.PolicyChange{}, false, err
+			}
+		}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return client.PolicyChange{}, false, err
+	}
+	change, err := policies.ParsePatch(b)
+	if err != nil {
+		return client.PolicyChange{}, false, err
+	}
+	return change, len(body) > 0, nil
+}
+
+// setFlags are the flags of policies set.
+func setFlags() []cli.Flag {
+	flags := apiFlags()
+	for _, f := range textFlags {
+		flags = append(flags, &cli.StringFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
+	}
+	for _, f := range intFlags {
+		flags = append(flags, &cli.IntFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
+	}
+	for _, f := range boolFlags {
+		flags = append(flags, &cli.BoolFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
+	}
+	return append(flags, &cli.StringSliceFlag{Name: "reset", Usage: "take `FIELD` back to the policy file's value (total, retry.attempts, retry, admit, …)"})
 }
 
 func policiesCommand() *cli.Command {
@@ -59,22 +161,20 @@ func policiesCommand() *cli.Command {
 			Name:      "set",
 			Usage:     "tune a policy of running shapers live (kept as an override until reset)",
 			ArgsUsage: "NAME",
-			Flags: append(apiFlags(),
-				&cli.StringFlag{Name: "outflow", Usage: "per-key rate, e.g. 20/s", DefaultText: "unchanged"},
-				&cli.IntFlag{Name: "queue", Usage: "jobs a key may hold", DefaultText: "unchanged"},
-				&cli.StringFlag{Name: "total", Usage: "outflow cap over all keys (\"\" removes it)", DefaultText: "unchanged"},
-				&cli.StringFlag{Name: "overflow", Usage: "reject or defer", DefaultText: "unchanged"},
-			),
+			Description: "Each flag changes one field of the policy and no other; --reset FIELD (such as total,\n" +
+				"retry.attempts, retry or admit; repeatable) takes a field back to the policy file's value.\n" +
+				"Values are written as in the policy file.",
+			Flags: setFlags(),
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
-					return cli.Exit("usage: shaper policies set NAME [--outflow R] [--queue N] [--total R] [--overflow reject|defer]", 2)
+					return cli.Exit("usage: shaper policies set NAME [--outflow R] [--queue N] [--total R|off] [--overflow reject|defer] [--retry-… V] [--admit-… V] [--reset FIELD]", 2)
 				}
 				change, ok, err := policyChange(c)
 				if err != nil {
 					return cli.Exit("shaper policies set: "+err.Error(), cmdline.ExitUsage)
 				}
 				if !ok {
-					return cli.Exit("policies set: nothing to change (give --outflow, --queue, --total or --overflow)", 2)
+					return cli.Exit("policies set: nothing to change (give --outflow, --queue, --total, --overflow, a --retry-… or --admit-… flag, or --reset FIELD)", 2)
 				}
 				api, err := apiClient(c, time.Minute)
 				if err != nil {

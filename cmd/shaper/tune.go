@@ -243,8 +243,7 @@ func applyTuning(c *cli.Context, p policies.Policy) error {
 	if err != nil {
 		return fmt.Errorf("tune: %w", err)
 	}
-	q, total := p.Queue, p.Total
-	live, err := api.SetPolicy(c.Context, p.Name, client.PolicyChange{Outflow: &p.Outflow, Queue: &q, Total: &total})
+	live, err := api.SetPolicy(c.Context, p.Name, client.PolicyChange{Outflow: policies.Value(p.Outflow), Queue: policies.Value(p.Queue), Total: policies.Value(p.Total)})
 	if err != nil {
 		return fmt.Errorf("tune: --apply: %w", apiError(err))
 	}

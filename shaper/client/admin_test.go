@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,24 +54,32 @@ func TestPolicies(t *testing.T) {
 	}
 
 	rate, _ := policies.ParseRate("9/s")
-	queue, defer_ := 7, policies.OverflowDefer
 	total, _ := policies.ParseRate("100/s")
-	p, err = e.c.SetPolicy(ctx, "open", client.PolicyChange{Outflow: &rate, Queue: &queue, Overflow: &defer_, Total: &total})
+	p, err = e.c.SetPolicy(ctx, "open", client.PolicyChange{
+		Outflow:  policies.Value(rate),
+		Queue:    policies.Value(7),
+		Overflow: policies.Value(policies.OverflowDefer),
+		Total:    policies.Value(total),
+		Retry:    policies.Value(policies.RetryPatch{Attempts: policies.Value(3)}),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Outflow != rate || p.Queue != 7 || p.Overflow != defer_ || p.Total != total || !p.Override {
-		t.Errorf("SetPolicy = %+v, want 9/s, queue 7, defer, total 100/s, override", p)
+	if p.Outflow != rate || p.Queue != 7 || p.Overflow != policies.OverflowDefer || p.Total != total || p.Retry.Attempts != 3 || !p.Override ||
+		strings.Join(p.Overridden, " ") != "outflow queue overflow total retry.attempts" {
+		t.Errorf("SetPolicy = %+v, want 9/s, queue 7, defer, total 100/s, 3 attempts, override of those", p)
 	}
-	var none policies.Rate
-	if p, err = e.c.SetPolicy(ctx, "open", client.PolicyChange{Total: &none}); err != nil || !p.Total.IsZero() {
-		t.Errorf("SetPolicy(total: zero) = total %v, %v; want the cap removed", p.Total, err)
+	if p, err = e.c.SetPolicy(ctx, "open", client.PolicyChange{Total: policies.Value(policies.Rate{})}); err != nil || !p.Total.IsZero() || p.Queue != 7 {
+		t.Errorf("SetPolicy(total: zero) = total %v, queue %d, %v; want the cap removed, the rest kept", p.Total, p.Queue, err)
 	}
-	bad := policies.Overflow("sideways")
-	if _, err := e.c.SetPolicy(ctx, "open", client.PolicyChange{Overflow: &bad}); !errors.Is(err, client.ErrBadRequest) {
+	// A reset takes one field back to the file's, and leaves the rest.
+	if p, err = e.c.SetPolicy(ctx, "open", client.PolicyChange{Queue: policies.Null[int]()}); err != nil || p.Queue != 1000 || p.Outflow != rate {
+		t.Errorf("SetPolicy(queue: null) = queue %d, outflow %v, %v; want the file's 1000 and 9/s kept", p.Queue, p.Outflow, err)
+	}
+	if _, err := e.c.SetPolicy(ctx, "open", client.PolicyChange{Overflow: policies.Value(policies.Overflow("sideways"))}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("SetPolicy(overflow sideways): %v, want ErrBadRequest", err)
 	}
-	if _, err := e.c.SetPolicy(ctx, "nope", client.PolicyChange{Queue: &queue}); !errors.Is(err, client.ErrUnknownPolicy) {
+	if _, err := e.c.SetPolicy(ctx, "nope", client.PolicyChange{Queue: policies.Value(7)}); !errors.Is(err, client.ErrUnknownPolicy) {
 		t.Errorf("SetPolicy(nope): %v, want ErrUnknownPolicy", err)
 	}
 	if p, err = e.c.ResetPolicy(ctx, "open"); err != nil || p.Outflow.String() != "1000/s" || p.Queue != 1000 || p.Override {

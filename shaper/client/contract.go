@@ -201,32 +201,31 @@ type Policy struct {
 	Retries         uint64 `json:"retries"`
 	RetriesDeferred uint64 `json:"retries_deferred"`
 	SteppedAside    int    `json:"stepped_aside"`
-	// Override says the policy was tuned live and differs from the file.
-	Override bool `json:"override"`
+	// Override says a live override applies (the policy was tuned live);
+	// Overridden lists the fields it sets or resets, by their path in the
+	// policy file ("retry.attempts"; "admit" when it is off). The other
+	// fields are the file's.
+	Override   bool     `json:"override"`
+	Overridden []string `json:"overridden,omitempty"`
 	// Draining says the answering shaper holds the policy's drain lease;
 	// InFlight is how many of its deliveries are in progress.
 	Draining bool `json:"draining"`
 	InFlight int  `json:"in_flight"`
 }
 
-// PolicyChange is the body of PUT /v1/policies/{name}: the fields to
-// change, nil for those to keep. The change applies on every shaper of the
-// cluster and is kept until DELETE /v1/policies/{name}/override. Where jobs
-// are delivered cannot change while running.
-type PolicyChange struct {
-	// Outflow is the per-key rate.
-	Outflow *policies.Rate `json:"outflow,omitempty"`
-	// Queue is how many jobs a key may hold.
-	Queue *int `json:"queue,omitempty"`
-	// Overflow is reject or defer.
-	Overflow *policies.Overflow `json:"overflow,omitempty"`
-	// Total caps the outflow over all keys; a zero Rate removes the cap.
-	Total *policies.Rate `json:"total,omitempty"`
-	// Retry replaces the retry bounds (its zero fields mean the defaults).
-	Retry *policies.Retry `json:"retry,omitempty"`
-	// Admit replaces the admission limit.
-	Admit *policies.Admit `json:"admit,omitempty"`
-}
+// PolicyChange is the body of PUT /v1/policies/{name}: a JSON merge patch
+// (RFC 7396) of the policy, with explicit presence for every field. A
+// field left out keeps its value (policies.Field's zero value), one set
+// with policies.Value changes, and one set with policies.Null resets to
+// the policy file's value (or the default when the file leaves it out). A
+// block (Deliver, Retry, Admit) names only the fields it changes; admit
+// off (policies.AdmitPatch{Off: true}) removes the admission limit and a
+// Total of the zero Rate the cap. The change is merged into the policy's
+// live override, applies on every shaper of the cluster and is kept until
+// DELETE /v1/policies/{name}/override. Where jobs are delivered and the
+// name cannot change. It is the type the policy file is read into, so it
+// means what the file means.
+type PolicyChange = policies.Patch
 
 // DeadLetter is a dead-lettered job, as GET /v1/dead lists it and GET
 // /v1/dead/{policy}/{seq} shows it (only the latter with the payload).

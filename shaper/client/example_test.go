@@ -70,8 +70,13 @@ func ExampleClient_SetPolicy() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	size := 200
-	p, err := c.SetPolicy(ctx, "orders", client.PolicyChange{Outflow: &rate, Queue: &size})
+	// Change the outflow and the queue, take the retry attempts back to the
+	// policy file's, and leave every other field as it is.
+	p, err := c.SetPolicy(ctx, "orders", client.PolicyChange{
+		Outflow: policies.Value(rate),
+		Queue:   policies.Value(200),
+		Retry:   policies.Value(policies.RetryPatch{Attempts: policies.Null[int]()}),
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,11 +94,19 @@ func ExampleReply() {
 	// Output: deferred true 429 1500
 }
 
-// A PolicyChange sends only the fields it sets.
+// A PolicyChange sends only the fields it sets or resets: a JSON merge
+// patch.
 func ExamplePolicyChange() {
 	rate, _ := policies.ParseRate("5/10s")
-	var noCap policies.Rate
-	b, _ := json.Marshal(client.PolicyChange{Outflow: &rate, Total: &noCap})
+	b, _ := json.Marshal(client.PolicyChange{
+		Outflow: policies.Value(rate),
+		Total:   policies.Value(policies.Rate{}), // no cap
+		Retry: policies.Value(policies.RetryPatch{
+			Backoff: policies.Value(7 * time.Second),
+			Budget:  policies.Null[policies.Budget](), // back to the file's
+		}),
+		Admit: policies.Value(policies.AdmitPatch{Off: true}),
+	})
 	fmt.Println(string(b))
-	// Output: {"outflow":"5/10s","total":""}
+	// Output: {"outflow":"5/10s","total":"","retry":{"backoff":"7s","budget":null},"admit":"off"}
 }

@@ -101,9 +101,11 @@ func (c *Client) Policy(ctx context.Context, name string) (Policy, error) {
 	return p, err
 }
 
-// SetPolicy tunes the named policy live on every shaper of the cluster and
-// returns it as it now is. A change the shaper refuses (a bad value, a
-// deliver block) is ErrBadRequest and changes nothing.
+// SetPolicy changes the named policy live on every shaper of the cluster
+// and returns it as it now is: the fields change sets change, those it
+// resets go back to the policy file's, and every other field keeps its
+// value (see PolicyChange). A change the shaper refuses (a bad value, a
+// change of deliver or name) is ErrBadRequest and changes nothing.
 func (c *Client) SetPolicy(ctx context.Context, name string, change PolicyChange) (Policy, error) {
 	var p Policy
 	if name == "" {
@@ -117,8 +119,9 @@ func (c *Client) SetPolicy(ctx context.Context, name string, change PolicyChange
 	return p, err
 }
 
-// ResetPolicy drops the named policy's live override, returning it to what
-// the policy file says, and returns it as it now is.
+// ResetPolicy drops the named policy's live override, returning every
+// field to what the policy file says, and returns it as it now is. To
+// reset one field, SetPolicy it to policies.Null.
 func (c *Client) ResetPolicy(ctx context.Context, name string) (Policy, error) {
 	var p Policy
 	if name == "" {

@@ -166,9 +166,12 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 
 // WatchOverrides calls apply with every override stored now (p nil: the
 // override was removed, back to the file), before it returns, and returns
-// a function that goes on applying changes until ctx ends. A bad stored
+// a function that goes on applying changes until ctx ends. An override is
+// a policies.Patch: the merge of the live changes since the last reset
+// (one stored by an earlier release as a whole policy reads as a Patch
+// that sets every field, see policies.ParseOverride). A bad stored
 // override is logged and skipped.
-func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p *policies.Policy)) (follow func(), err error) {
+func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p *policies.Patch)) (follow func(), err error) {
 	w, err := c.overrides.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch policy overrides: %w", err)
@@ -178,8 +181,8 @@ func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p 
 			apply(e.Key(), nil)
 			return
 		}
-		var p policies.Policy
-		if err := json.Unmarshal(e.Value(), &p); err != nil {
+		p, err := policies.ParseOverride(e.Value())
+		if err != nil {
 			c.log.Error("bad policy override ignored", "policy", e.Key(), "err", err)
 			return
 		}
@@ -201,14 +204,62 @@ func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p 
 	}, nil
 }
 
-// PutOverride stores p as the live version of its policy on every shaper.
-func (c *Cluster) PutOverride(ctx context.Context, p policies.Policy) error {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return err
+// PutOverride changes the live override of policy name on every shaper:
+// change is given the override stored now (the empty Patch when there is
+// none, or when the stored one cannot be read) and returns the new one,
+// which is stored unless change fails; an empty Patch deletes the
+// override. Should another shaper change the override meanwhile, change is
+// called again with that one, so that no change is lost. It returns the
+// override stored, and change's error as it is.
+func (c *Cluster) PutOverride(ctx context.Context, name string, change func(old policies.Patch) (policies.Patch, error)) (policies.Patch, error) {
+	for {
+		var old policies.Patch
+		var rev uint64
+		e, err := c.overrides.Get(ctx, name)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return policies.Patch{}, err
+		default:
+			rev = e.Revision()
+			if old, err = policies.ParseOverride(e.Value()); err != nil {
+				c.log.Error("bad policy override replaced", "policy", name, "err", err)
+				old = policies.Patch{}
+			}
+		}
+		next, err := change(old)
+		if err != nil {
+			return policies.Patch{}, err
+		}
+		switch b, merr := json.Marshal(next); {
+		case merr != nil:
+			return policies.Patch{}, merr
+		case next.IsEmpty() && rev == 0:
+			return next, nil
+		case next.IsEmpty():
+			err = c.overrides.Delete(ctx, name, jetstream.LastRevision(rev))
+		case rev == 0:
+			_, err = c.overrides.Create(ctx, name, b)
+		default:
+			_, err = c.overrides.Update(ctx, name, b, rev)
+		}
+		if err == nil {
+			return next, nil
+		}
+		if !conflict(err) {
+			return policies.Patch{}, err
+		}
+		if err := ctx.Err(); err != nil {
+			return policies.Patch{}, err
+		}
 	}
-	_, err = c.overrides.Put(ctx, p.Name, b)
-	return err
+}
+
+// conflict reports whether err says the entry changed since it was read.
+func conflict(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // DeleteOverride takes policy name back to its policy file on every shaper.

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/client"
+)
+
+// policies set changes exactly the fields its flags name; --reset takes a
+// field back to the file's.
+func TestPoliciesSetFields(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, `
+policies:
+  - name: p
+    outflow: 5/s
+    queue: 3
+    total: 50/s
+    retry: {attempts: 5, backoff: 7s, deadline: 2h, budget: off}
+    admit: {algorithm: gcra, limit: 10/s}
+`)})
+	addr := s.HTTPAddr()
+	api, err := client.New("http://"+addr, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := func() client.Policy {
+		t.Helper()
+		p, err := api.Policy(t.Context(), "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	file := policy()
+
+	out, _, err := runCLI(t, "policies", "set", "p", "--retry-attempts", "3", "--retry-max-backoff", "2m", "--http", addr)
+	if err != nil || !strings.Contains(out, "(live override: retry.attempts, retry.max_backoff)") ||
+		!strings.Contains(out, "retry: attempts 3, backoff 7s, max_backoff 2m0s, deadline 2h0m0s, budget off") {
+		t.Errorf("policies set --retry-attempts 3 --retry-max-backoff 2m = %q, %v", out, err)
+	}
+	want := file.Policy
+	want.Retry.Attempts, want.Retry.MaxBackoff = 3, 2*time.Minute
+	if got := policy(); policies.Diff(want, got.Policy) != nil {
+		t.Errorf("after set: %v, want only attempts and max_backoff changed", policies.Diff(file.Policy, got.Policy))
+	}
+
+	out, _, err = runCLI(t, "policies", "set", "p", "--total", "off", "--admit", "off", "--reset", "retry.attempts", "--http", addr)
+	if err != nil || !strings.Contains(out, "(live override: total, retry.max_backoff, admit)") || !strings.Contains(out, "admit: off") {
+		t.Errorf("policies set --total off --admit off --reset retry.attempts = %q, %v", out, err)
+	}
+	want.Retry.Attempts, want.Total, want.Admit = 5, policies.Rate{}, nil
+	if got := policy(); policies.Diff(want, got.Policy) != nil {
+		t.Errorf("after the second set: %v from what was asked", policies.Diff(want, got.Policy))
+	}
+
+	out, _, err = runCLI(t, "policies", "set", "p", "--reset", "total,admit", "--reset", "retry", "--http", addr)
+	if got := policy(); err != nil || policies.Diff(file.Policy, got.Policy) != nil || got.Override || strings.Contains(out, "override") {
+		t.Errorf("policies set --reset total,admit --reset retry = %q, %v: %v from the file", out, err, policies.Diff(file.Policy, got.Policy))
+	}
+
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--reset", "retry.bakoff"}, `retry: unknown field "bakoff" (did you mean "backoff"?)`},
+		{[]string{"--retry-backoff", "7x"}, `retry.backoff: "7x": want a duration`},
+		{[]string{"--retry-budget", "120%"}, `retry.budget: "120%"`},
+		{[]string{"--admit", "on"}, `admit: "on": want off or a mapping`},
+		{[]string{"--reset", "retry", "--retry-attempts", "2"}, "--reset: retry is already changed by another flag"},
+		{[]string{"--reset", "queue", "--queue", "2"}, "--reset: queue is already changed by another flag"},
+		{[]string{"--reset", "retry", "--reset", "retry.backoff"}, "--reset: retry is reset: it cannot be changed too"},
+		{[]string{"--retry-backoff", "5m"}, "400"}, // more than max_backoff: the shaper refuses it
+	} {
+		_, _, err := runCLI(t, append([]string{"policies", "set", "p", "--http", addr}, bad.args...)...)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("policies set %s = %v, want an error containing %q", strings.Join(bad.args, " "), err, bad.want)
+		}
+	}
+	if got := policy(); policies.Diff(file.Policy, got.Policy) != nil || got.Override {
+		t.Errorf("refused sets changed %v", policies.Diff(file.Policy, got.Policy))
+	}
+}

@@ -1,0 +1,81 @@
+package shaper_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper"
+)
+
+// A live override is a patch over the file: a reload applies the file's
+// changes to the fields the override leaves out, and warns of each change
+// to a field it sets.
+func TestReloadUnderOverride(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n    retry: {attempts: 5, backoff: 2s}\n")
+	set, err := policies.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wrap(t, testenv.Shaper(t, shaper.Config{Policies: set, PolicyFile: file}))
+	ctx := context.Background()
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "SHAPER_POLICIES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An override stored for a policy this shaper does not serve yet
+	// applies once a reload adds it. The watch hears of the overrides in
+	// order: once p's shows, q's was heard.
+	if _, err := kv.Put(ctx, "q", []byte(`{"queue": 9}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "p", []byte(`{"outflow": "7/s", "retry": {"backoff": "3s"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the override of p applied", 5*time.Second, func() bool { return r.Status()[0].Outflow.String() == "7/s" })
+
+	write("policies:\n  - name: p\n    outflow: 6/s\n    queue: 4\n    total: 100/s\n    retry: {attempts: 6, backoff: 4s}\n  - name: q\n    outflow: 1/s\n    queue: 1\n")
+	rep, err := r.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantChanged := "p: queue 3 → 4, total none → 100/s, retry.attempts 5 → 6"
+	wantWarning := "p: outflow 5/s → 6/s, retry.backoff 2s → 4s: not applied, the live override sets them (DELETE /v1/policies/p/override to use the file)"
+	if strings.Join(rep.Changed, "; ") != wantChanged || strings.Join(rep.Warnings, "; ") != wantWarning || strings.Join(rep.Added, " ") != "q" {
+		t.Errorf("Reload report:\n changed %q\nwarnings %q\n   added %q\nwant\n changed %q\nwarnings %q\n   added q", rep.Changed, rep.Warnings, rep.Added, wantChanged, wantWarning)
+	}
+	st := r.Status()
+	p, q := st[0], st[1]
+	if p.Outflow.String() != "7/s" || p.Queue != 4 || p.Total.String() != "100/s" || p.Retry.Attempts != 6 || p.Retry.Backoff != 3*time.Second ||
+		strings.Join(p.Overridden, " ") != "outflow retry.backoff" {
+		t.Errorf("p after the reload: %+v, overridden %v; want the override's outflow and backoff, the file's other fields", p.Policy, p.Overridden)
+	}
+	if q.Queue != 9 || !q.Override {
+		t.Errorf("q after the reload: queue %d, override %v; want the stored override's 9", q.Queue, q.Override)
+	}
+
+	// Back to the file: the file's values of today.
+	code, body := r.do(t, http.MethodDelete, "/v1/policies/p/override", "")
+	if code != 200 || body["outflow"] != "6/s" || body["retry"].(map[string]any)["backoff"] != "4s" || body["override"] != false {
+		t.Errorf("DELETE override = %d %v, want the reloaded file's policy", code, body)
+	}
+}
