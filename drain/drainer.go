@@ -89,6 +89,12 @@ type Event struct {
 	Err       error     // nil when delivered
 	RetryAt   time.Time // when the job may be tried again, after a failure (a retry may wait longer for its key's retry budget)
 	Reason    string    // set when the job was dead-lettered instead
+	// Attempted says the delivery reached the downstream: true when it was
+	// delivered or failed there, false for a pause the sink took without
+	// trying (no consumer online, no room for a re-admission) and for a
+	// dead-lettering. Only attempts take a slot of the key and count
+	// toward the job's attempts.
+	Attempted bool
 }
 
 // Drainer drains every key of one policy's queue at the pace's outflow

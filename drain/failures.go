@@ -45,7 +45,7 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 			wait = min(max(wait, pause.After), ceiling)
 		}
 	}
-	if attempted(s.err) {
+	if Attempted(s.err) {
 		t.retrying = true
 		d.failures.Add(1) // a sink that did not try did not fail
 	}
@@ -90,12 +90,14 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 		retryAt = maxTime(retryAt, k.next)
 	}
 	s.failure = &Event{Key: t.msg.Key, ID: t.msg.ID, Attempt: t.msg.Attempt, Enqueued: t.msg.EnqueuedAt, Scheduled: s.scheduled,
-		Started: s.started, Err: s.err, RetryAt: retryAt}
+		Started: s.started, Err: s.err, RetryAt: retryAt, Attempted: Attempted(s.err)}
 }
 
-// attempted reports whether a delivery that ended with err reached the
-// downstream: all but a pause the sink took without trying.
-func attempted(err error) bool {
+// Attempted reports whether a delivery that ended with err (a Sink's
+// answer) reached the downstream: all but a pause the sink took without
+// trying (a *RetryAfterError with NotAttempted). It is the one rule for
+// "was this an attempt?": Event.Attempted carries it to the callbacks.
+func Attempted(err error) bool {
 	if err == nil {
 		return true // delivered (and no error to look into, which would allocate)
 	}

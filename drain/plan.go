@@ -211,7 +211,8 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 		if x.reserved {
 			return x.next
 		}
-		return maxTime(d.totalNext, now).Add(time.Duration(1) << 62 / 2)
+		// Those without a slot take one in the order their own slots come.
+		return maxTime(d.totalNext, now).Add(maxTime(x.next, now).Sub(now) + time.Duration(1)<<62/2)
 	}
 	mine := place(k)
 	if d.waiting.keys(1) <= exactKeys {
@@ -243,29 +244,31 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 }
 
 // enter returns when the key, ready for its next attempt at at and
-// holding no slot under the total cap, gets one: after the slots reserved
-// when it asks. While the cap binds, every other key takes the cap's next
-// slot again soon after its last, so a key asking later finds about as
-// many slots reserved ahead of it as there are now, from the keys that
-// still have jobs by then; and it comes after every one of them in each
-// round. enter records how many rounds the others go through meanwhile.
+// holding no slot under the total cap, gets one: the first slot after
+// those reserved when it asks. Asking before the slots reserved now have
+// passed, it gets the one after them. Asking later, while the cap binds,
+// it finds about as many slots reserved ahead as there are now, from the
+// keys that still have jobs by then: every other key takes the cap's next
+// slot again soon after its last. It comes after every other key in its
+// rounds; enter records how many rounds the others go through before it
+// asks.
 func (r *rounds) enter(at, now, totalNext time.Time) time.Time {
-	ahead := totalNext.Sub(now)
-	if r.total <= 0 || ahead <= 0 {
+	if r.total <= 0 || !totalNext.After(at) && !totalNext.After(now) {
 		return at
 	}
-	if at.After(now) {
-		for wait := at.Sub(now); r.others(r.shift+1) > 0; r.shift++ {
-			round := max(r.interval, time.Duration(r.others(r.shift+1))*r.total)
-			if wait < round {
-				break
-			}
-			wait -= round
-		}
-		r.share, r.before, r.after = 1, nil, nil // after every other key
-		ahead = min(ahead, time.Duration(r.others(r.shift+1))*r.total)
+	if !at.After(totalNext) {
+		return totalNext
 	}
-	return at.Add(ahead)
+	ahead := totalNext.Sub(now)
+	for wait := at.Sub(now); r.others(r.shift+1) > 0; r.shift++ {
+		round := max(r.interval, time.Duration(r.others(r.shift+1))*r.total)
+		if wait < round {
+			break
+		}
+		wait -= round
+	}
+	r.share, r.before, r.after = 1, nil, nil // after every other key
+	return at.Add(min(ahead, time.Duration(r.others(r.shift+1))*r.total))
 }
 
 // others counts the keys other than the asking one with at least m jobs

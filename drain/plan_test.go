@@ -93,11 +93,11 @@ func checkStartIn(t *testing.T, seed uint64, maxKeys, maxJobs int, slack time.Du
 		// Within one slot (or slack); while a key waits out a retry's
 		// backoff under a total cap, the rounds of the keys (its own when it
 		// comes back, the others' it joins) are estimated: within the
-		// backoff.
+		// backoff and a slot.
 		slot := max(pace.Interval, pace.Total)
 		tolerance := slack * slot
 		if pace.Total > 0 && len(retrying) > 0 {
-			tolerance = max(tolerance, pace.Retry.MaxBackoff)
+			tolerance = max(tolerance, pace.Retry.MaxBackoff+slot)
 		}
 		for _, id := range ids {
 			want, ok := predicted[id]

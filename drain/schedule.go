@@ -262,7 +262,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 		k.next, k.retry = maxTime(k.next, retryAt), k.retry|retryHeld
 	case s.deliver != nil:
 		t := k.job(s.job)
-		if attempted(s.err) {
+		if Attempted(s.err) {
 			// Every attempt takes a slot of the key; retries use its budget.
 			k.last, k.lastStart = s.scheduled, s.started
 			k.next = nextSlot(s.scheduled, s.started, d.pace.Interval)

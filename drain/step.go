@@ -103,7 +103,7 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 			d.delivered.Add(1)
 			if d.cfg.OnDeliver != nil {
 				d.cfg.OnDeliver(Event{Key: s.deliver.Key, ID: s.deliver.ID, Attempt: s.deliver.Attempt,
-					Enqueued: s.deliver.EnqueuedAt, Scheduled: s.scheduled, Started: s.started})
+					Enqueued: s.deliver.EnqueuedAt, Scheduled: s.scheduled, Started: s.started, Attempted: true})
 			}
 		}
 	}

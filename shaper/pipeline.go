@@ -146,24 +146,15 @@ func (s *Shaper) sinkFor(ctx context.Context, p policies.Policy) (drain.Sink, er
 	})
 }
 
-// recordDelivery keeps the job records of delivered and failing jobs, and
-// has the operator page's series record every event.
+// recordDelivery keeps the job records of delivered and failing jobs (the
+// jobs package's rules), and has the operator page's series record every
+// event.
 func (s *Shaper) recordDelivery(policy string) func(drain.Event) {
 	series := s.series.Recorder(policy)
 	return func(e drain.Event) {
-		if e.Err != nil && notAttempted(e.Err) {
-			// Waiting for a consumer (or for room) is not an attempt: the
-			// job's status says so without a record.
-			return
-		}
 		series.Observe(e)
-		switch {
-		case e.Reason != "":
-			// dead-lettered: recorded by the dead letters
-		case e.Err == nil:
-			s.jobs.Put(jobs.Record{ID: e.ID, Policy: policy, Key: e.Key, Status: jobs.Delivered, Attempts: e.Attempt})
-		default:
-			s.jobs.Put(jobs.Record{ID: e.ID, Policy: policy, Key: e.Key, Status: jobs.Queued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()})
+		if rec, ok := jobs.FromDelivery(policy, e); ok {
+			s.jobs.Put(rec)
 		}
 	}
 }
@@ -180,19 +171,12 @@ func (s *Shaper) failedAttempts(ctx context.Context, m *queue.Msg) int {
 	return rec.Attempts
 }
 
-// notAttempted says whether err is a sink's pause without an attempt.
-func notAttempted(err error) bool {
-	var pause *drain.RetryAfterError
-	return errors.As(err, &pause) && pause.NotAttempted
-}
-
 // recordDeferred keeps the job records of deferred jobs whose re-admission
-// failed (waiting for room is not a failure).
+// failed (the jobs package's rules).
 func (s *Shaper) recordDeferred(policy string) func(drain.Event) {
 	return func(e drain.Event) {
-		var ra *drain.RetryAfterError
-		if e.Err != nil && !(errors.As(e.Err, &ra) && ra.NotAttempted) {
-			s.jobs.Put(jobs.Record{ID: e.ID, Policy: policy, Key: e.Key, Status: jobs.Deferred, Deferrals: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()})
+		if rec, ok := jobs.FromReadmission(policy, e); ok {
+			s.jobs.Put(rec)
 		}
 	}
 }

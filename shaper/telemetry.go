@@ -25,7 +25,7 @@ type observedSink struct {
 	tracer trace.Tracer // nil: no spans
 	policy string
 
-	ok, failed, waiting, perPolicy metric.MeasurementOption
+	ok, failed, waiting metric.MeasurementOption
 }
 
 var _ drain.Sink = (*observedSink)(nil)
@@ -36,7 +36,7 @@ func (s *Shaper) observe(policy string, sink drain.Sink) drain.Sink {
 		return metric.WithAttributeSet(attribute.NewSet(attribute.String("policy", policy), attribute.String("outcome", o)))
 	}
 	return &observedSink{next: sink, m: s.metrics, tracer: s.tracer, policy: policy,
-		ok: outcome("ok"), failed: outcome("failed"), waiting: outcome("waiting"), perPolicy: s.metrics.policy(policy)}
+		ok: outcome("ok"), failed: outcome("failed"), waiting: outcome("waiting")}
 }
 
 // Deliver implements drain.Sink.
@@ -57,11 +57,11 @@ func (o *observedSink) Deliver(ctx context.Context, d *drain.Delivery) error {
 	err := o.next.Deliver(ctx, d)
 	end := time.Now()
 	var pause *drain.RetryAfterError
-	notAttempted := errors.As(err, &pause) && pause.NotAttempted // no consumer yet: the job waits
+	errors.As(err, &pause)
+	notAttempted := !drain.Attempted(err) // no consumer yet: the job waits
 	switch {
 	case err == nil:
 		o.m.delivery.Record(ctx, end.Sub(start).Seconds(), o.ok)
-		o.m.queueTime.Record(ctx, end.Sub(d.Msg.EnqueuedAt).Seconds(), o.perPolicy)
 	case notAttempted:
 		o.m.delivery.Record(ctx, end.Sub(start).Seconds(), o.waiting)
 	default:
@@ -108,13 +108,19 @@ func (o *observedSink) attributes(m *queue.Msg) []attribute.KeyValue {
 	}
 }
 
-// onDeliver wraps a drainer's OnDeliver with the drain lateness histogram:
-// how late each delivery attempt started after its slot.
+// onDeliver wraps a drainer's OnDeliver with the histograms read from its
+// events, as the operator page reads them (ui.Recorder.Observe): how late
+// each delivery attempt started after its slot, and how long each
+// delivered job waited in its queue (the start of its delivery −
+// enqueued). A pause without an attempt is neither.
 func (s *Shaper) onDeliver(policy string, next func(drain.Event)) func(drain.Event) {
 	opt := s.metrics.policy(policy)
 	return func(e drain.Event) {
-		if !e.Scheduled.IsZero() && e.Reason == "" {
+		if e.Attempted {
 			s.metrics.lateness.Record(context.Background(), max(e.Started.Sub(e.Scheduled), 0).Seconds(), opt)
+			if e.Err == nil && !e.Enqueued.IsZero() {
+				s.metrics.queueTime.Record(context.Background(), e.Started.Sub(e.Enqueued).Seconds(), opt)
+			}
 		}
 		next(e)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/queue"
 )
 
@@ -198,4 +199,34 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 		return nil, fmt.Errorf("job record %s: %w", id, err)
 	}
 	return &r, nil
+}
+
+// FromDelivery returns the record a delivery event of the main drainer of
+// policy leaves, and false when it leaves none: a delivered job is derived
+// from its queue unless it had a record before (its failed attempts), so
+// it is recorded delivered; a failed attempt is recorded queued, with its
+// attempts, its next try and its error; a pause without an attempt (no
+// consumer online) and a dead-lettering (the dead letters record it)
+// leave none.
+func FromDelivery(policy string, e drain.Event) (Record, bool) {
+	switch {
+	case !e.Attempted:
+		return Record{}, false
+	case e.Err == nil:
+		return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Delivered, Attempts: e.Attempt}, true
+	default:
+		return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Queued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()}, true
+	}
+}
+
+// FromReadmission returns the record an event of the drainer re-admitting
+// policy's deferred jobs leaves, and false when it leaves none: a failed
+// re-admission is recorded deferred, with its deferrals, next try and
+// error; waiting for room is no failure, and a job put back in its queue
+// is recorded by the gate (admission.Config.OnReadmit).
+func FromReadmission(policy string, e drain.Event) (Record, bool) {
+	if e.Err == nil || !e.Attempted {
+		return Record{}, false
+	}
+	return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Deferred, Deferrals: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()}, true
 }

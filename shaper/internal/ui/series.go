@@ -105,8 +105,8 @@ type Recorder struct {
 // delivery, and the lateness of every delivery attempt, from its slot to
 // its start.
 func (r *Recorder) Observe(e drain.Event) {
-	if e.Reason != "" || e.Scheduled.IsZero() {
-		return // a dead-lettering, not an attempt
+	if !e.Attempted {
+		return // a dead-lettering, or a pause without an attempt
 	}
 	r.lateness.Observe(e.Started.Sub(e.Scheduled))
 	if e.Err == nil && !e.Enqueued.IsZero() {

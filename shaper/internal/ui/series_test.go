@@ -103,7 +103,7 @@ func TestSeriesSamplesRatesOverTheWindow(t *testing.T) {
 				wait = 5 * time.Second
 			}
 			now := time.Now()
-			rec.Observe(drain.Event{Enqueued: now.Add(-wait), Scheduled: now.Add(-time.Millisecond), Started: now})
+			rec.Observe(drain.Event{Enqueued: now.Add(-wait), Scheduled: now.Add(-time.Millisecond), Started: now, Attempted: true})
 		}
 		time.Sleep(time.Second) // the sample at 3 s takes them
 		_, a := get(t, mux, "/v1/ui/series", "tok")
