@@ -44,31 +44,29 @@ func showPolicy(c *cli.Context, p client.Policy) {
 	}
 }
 
-// The flags of policies set that set a field, by the field's path: each
-// value is read as the policy file reads it.
-var (
-	textFlags = []struct{ flag, path, usage string }{
-		{"outflow", "outflow", "per-key rate, e.g. 20/s"},
-		{"total", "total", `outflow cap over all keys ("" or off removes it)`},
-		{"overflow", "overflow", "reject or defer"},
-		{"retry-backoff", "retry.backoff", "first retry delay, e.g. 1s"},
-		{"retry-max-backoff", "retry.max_backoff", "retry delay cap, e.g. 1m"},
-		{"retry-deadline", "retry.deadline", "how long after its submission a job may be retried, e.g. 24h"},
-		{"retry-budget", "retry.budget", "share of a key's slots retries may take: 20%, 0.2 or off"},
-		{"admit", "admit", "off: no admission limit, whatever the file says"},
-		{"admit-algorithm", "admit.algorithm", "gcra, token_bucket, fixed_window, sliding_log or sliding_window"},
-		{"admit-limit", "admit.limit", "admission limit per key, e.g. 600/m"},
-		{"admit-fail", "admit.fail", "open or closed: what to do when Redis fails"},
-	}
-	intFlags = []struct{ flag, path, usage string }{
-		{"queue", "queue", "jobs a key may hold"},
-		{"retry-attempts", "retry.attempts", "how many times a job is tried at most"},
-		{"admit-burst", "admit.burst", "bucket size of gcra and token_bucket"},
-	}
-	boolFlags = []struct{ flag, path, usage string }{
-		{"admit-shadow", "admit.shadow", "only count what the limit would refuse"},
-	}
-)
+// fieldFlag is a flag of policies set that sets the field at path, of
+// kind "text", "int" or "bool": its value is read as the policy file
+// reads it.
+type fieldFlag struct{ flag, path, kind, usage string }
+
+// fieldFlags are the flags of policies set, in the policy file's order.
+var fieldFlags = []fieldFlag{
+	{"outflow", "outflow", "text", "per-key rate, e.g. 20/s"},
+	{"queue", "queue", "int", "jobs a key may hold"},
+	{"overflow", "overflow", "text", "reject or defer"},
+	{"total", "total", "text", `outflow cap over all keys ("" or off removes it)`},
+	{"retry-attempts", "retry.attempts", "int", "how many times a job is tried at most"},
+	{"retry-backoff", "retry.backoff", "text", "first retry delay, e.g. 1s"},
+	{"retry-max-backoff", "retry.max_backoff", "text", "retry delay cap, e.g. 1m"},
+	{"retry-deadline", "retry.deadline", "text", "how long after its submission a job may be retried, e.g. 24h"},
+	{"retry-budget", "retry.budget", "text", "share of a key's slots retries may take: 20%, 0.2 or off"},
+	{"admit", "admit", "text", "off: no admission limit, whatever the file says"},
+	{"admit-algorithm", "admit.algorithm", "text", "gcra, token_bucket, fixed_window, sliding_log or sliding_window"},
+	{"admit-limit", "admit.limit", "text", "admission limit per key, e.g. 600/m"},
+	{"admit-burst", "admit.burst", "int", "bucket size of gcra and token_bucket"},
+	{"admit-shadow", "admit.shadow", "bool", "only count what the limit would refuse"},
+	{"admit-fail", "admit.fail", "text", "open or closed: what to do when Redis fails"},
+}
 
 // policyChange is the change the flags of policies set ask for, and
 // whether they ask for any: the flags make a JSON merge patch, read by
@@ -99,25 +97,21 @@ func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
 		m[last] = v
 		return nil
 	}
-	for _, f := range textFlags {
-		if c.IsSet(f.flag) {
-			if err := put(f.path, "--"+f.flag, c.String(f.flag)); err != nil {
-				return client.PolicyChange{}, false, err
-			}
+	for _, f := range fieldFlags {
+		if !c.IsSet(f.flag) {
+			continue
 		}
-	}
-	for _, f := range intFlags {
-		if c.IsSet(f.flag) {
-			if err := put(f.path, "--"+f.flag, c.Int(f.flag)); err != nil {
-				return client.PolicyChange{}, false, err
-			}
+		var v any
+		switch f.kind {
+		case "int":
+			v = c.Int(f.flag)
+		case "bool":
+			v = c.Bool(f.flag)
+		default:
+			v = c.String(f.flag)
 		}
-	}
-	for _, f := range boolFlags {
-		if c.IsSet(f.flag) {
-			if err := put(f.path, "--"+f.flag, c.Bool(f.flag)); err != nil {
-				return client.PolicyChange{}, false, err
-			}
+		if err := put(f.path, "--"+f.flag, v); err != nil {
+			return client.PolicyChange{}, false, err
 		}
 	}
 	for _, path := range c.StringSlice("reset") {
@@ -141,14 +135,15 @@ func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
 // setFlags are the flags of policies set.
 func setFlags() []cli.Flag {
 	flags := apiFlags()
-	for _, f := range textFlags {
-		flags = append(flags, &cli.StringFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
-	}
-	for _, f := range intFlags {
-		flags = append(flags, &cli.IntFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
-	}
-	for _, f := range boolFlags {
-		flags = append(flags, &cli.BoolFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
+	for _, f := range fieldFlags {
+		switch f.kind {
+		case "int":
+			flags = append(flags, &cli.IntFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
+		case "bool":
+			flags = append(flags, &cli.BoolFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
+		default:
+			flags = append(flags, &cli.StringFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
+		}
 	}
 	return append(flags, &cli.StringSliceFlag{Name: "reset", Usage: "take `FIELD` back to the policy file's value (total, retry.attempts, retry, admit, …)"})
 }

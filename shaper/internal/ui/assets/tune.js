@@ -1,7 +1,8 @@
 // The live tuning form of one policy: outflow, queue, total and overflow,
-// changed through PUT /v1/policies/{name} after a confirmation, marked
-// where the live value differs from the policy file, and reset with
-// DELETE /v1/policies/{name}/override.
+// changed through PUT /v1/policies/{name} after a confirmation (a JSON
+// merge patch of the fields changed; "" for total is no cap), marked
+// where the live override sets a field, and reset with DELETE
+// /v1/policies/{name}/override.
 
 import { api, path } from './api.js';
 import { el, say } from './dom.js';
@@ -11,9 +12,13 @@ const fields = ['outflow', 'queue', 'total', 'overflow'];
 // text returns a setting as the form shows it ("" for no total cap).
 function text(v) { return v == null ? '' : String(v); }
 
-// overridden says whether setting f of the live policy p differs from the
-// policy file's settings file (null when unknown).
-export function overridden(p, file, f) { return file != null && text(p[f]) !== text(file[f]); }
+// overridden says whether setting f of the live policy p is set by its live
+// override, as the shaper lists the fields overridden (a change names only
+// the fields it changes); file is the policy file's settings (null when
+// unknown: nothing is marked).
+export function overridden(p, file, f) {
+  return file != null && !!p.override && (p.overridden || []).includes(f);
+}
 
 export class Tuner {
   // form is the policy's <form class="tune">; changed(p) is called with
