@@ -37,8 +37,11 @@ type Patch struct {
 }
 
 // DeliverPatch is a change to a policy's Deliver block. The older
-// confirm: true|false of the policy file arrives as Mode.
+// confirm: true|false of the policy file arrives as Mode. A running
+// shaper refuses any change of where it delivers.
 type DeliverPatch struct {
+	// Subject, Stream, Mode, Webhook and Timeout are the fields of Deliver
+	// of the same names.
 	Subject Field[string]        `json:"subject,omitzero"`
 	Stream  Field[string]        `json:"stream,omitzero"`
 	Mode    Field[DeliverMode]   `json:"mode,omitzero"`
@@ -48,6 +51,8 @@ type DeliverPatch struct {
 
 // RetryPatch is a change to a policy's Retry block.
 type RetryPatch struct {
+	// Attempts, Backoff, MaxBackoff, Deadline and Budget are the fields of
+	// Retry of the same names.
 	Attempts   Field[int]           `json:"attempts,omitzero"`
 	Backoff    Field[time.Duration] `json:"backoff,omitzero"`
 	MaxBackoff Field[time.Duration] `json:"max_backoff,omitzero"`
@@ -60,7 +65,10 @@ type RetryPatch struct {
 // whatever the file says. A block given after Off builds on the file's
 // block again.
 type AdmitPatch struct {
-	Off       bool          `json:"-"`
+	// Off removes the admission limit; the other fields are then unset.
+	Off bool `json:"-"`
+	// Algorithm, Limit, Burst, Shadow and Fail are the fields of Admit of
+	// the same names.
 	Algorithm Field[string] `json:"algorithm,omitzero"`
 	Limit     Field[Rate]   `json:"limit,omitzero"`
 	Burst     Field[int]    `json:"burst,omitzero"`
