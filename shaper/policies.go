@@ -180,8 +180,8 @@ func (t *table) overrideOf(name string) policies.Patch {
 	return t.overrides[name]
 }
 
-// compose returns policy name as its file's Patch merged with the override
-// over says, resolved and validated as the policy file would be.
+// compose returns policy name as the Patch of its file merged with over
+// (an override), resolved and validated as the policy file would be.
 func (t *table) compose(name string, over policies.Patch) (policies.Policy, error) {
 	t.mu.RLock()
 	patch, ok := t.file.Patch(name)

@@ -46,8 +46,8 @@ type reloadResult struct {
 // changes apply to the fields the override leaves out, while the fields it
 // sets keep the override's values, and the report warns of each such
 // change of the file not applied. A changed delivery target needs a
-// restart. Every change is logged. Reload waits for the running Shaper (it is applied
-// between other work of Run), at most until ctx ends.
+// restart. Every change is logged. Reload waits for the running Shaper
+// (it is applied between other work of Run), at most until ctx ends.
 func (s *Shaper) Reload(ctx context.Context) (ReloadReport, error) {
 	if s.cfg.PolicyFile == "" {
 		return ReloadReport{}, ErrNoPolicyFile
