@@ -134,14 +134,19 @@ func TestAnswersFromTheSchedule(t *testing.T) {
 				promises = append(promises, promise{res.ID, time.Now().Add(res.ETA), fmt.Sprintf("round %d key %s (eta %v)", round, key, res.ETA)})
 			}
 		}
-		// Once k0's delivered job has freed its slot, two more fill it:
-		// a 429's Retry-After is when its next job starts (seconds away,
+		// Once k0's delivered job has freed its slot, more fill it; the
+		// 429 that comes then says when its next job starts (seconds away,
 		// under the cap) and frees a slot.
-		time.Sleep(300 * time.Millisecond)
-		for i := range 2 {
+		first := promises[0].id
+		waitFor(t, 10*time.Second, "k0's first job", func() bool { _, ok := w.arrived(first); return ok })
+		time.Sleep(250 * time.Millisecond) // its slot is held 100 ms
+		for i := 0; ; i++ {
 			res, err := sub.api.Submit(ctx, "tot", "k0", []byte("x"))
-			if err != nil || res.Outcome != client.OutcomeAccepted {
-				t.Fatalf("job %d more of k0: %+v, %v", i, res, err)
+			if err == nil && res.Outcome == client.OutcomeRejected {
+				break
+			}
+			if err != nil || res.Outcome != client.OutcomeAccepted || i == 3 {
+				t.Fatalf("job %d more of k0: %+v, %v; want accepted until the key is full", i, res, err)
 			}
 			promises = append(promises, promise{res.ID, time.Now().Add(res.ETA), fmt.Sprintf("k0's job %d more (eta %v)", i, res.ETA)})
 		}
@@ -176,26 +181,18 @@ func TestAnswersFromTheSchedule(t *testing.T) {
 		startShaper(t, cfg)
 		sub := newSubmitter(cfg.httpAddr, 10*time.Second)
 		ctx := context.Background()
-		var idMu sync.Mutex
-		var idFirst string
-		firstID := func() string { idMu.Lock(); defer idMu.Unlock(); return idFirst }
-		setFirst := func(id string) { idMu.Lock(); idFirst = id; idMu.Unlock() }
-		// The key's first job fails once; the jobs after it wait for its
-		// retry (strict order), a second later.
+		// The first delivery of the key fails once; the jobs submitted
+		// after it wait for its retry (strict order), a second later.
 		failed := make(chan struct{})
 		var once sync.Once
 		w.setFail(func(id string, attempt int) bool {
-			if attempt == 1 && id == firstID() {
-				once.Do(func() { close(failed) })
-				return true
-			}
-			return false
+			failing := false
+			once.Do(func() { failing = true; close(failed) })
+			return failing
 		})
-		first, err := sub.api.Submit(ctx, "rty", "k", []byte("x"))
-		if err != nil {
+		if _, err := sub.api.Submit(ctx, "rty", "k", []byte("x")); err != nil {
 			t.Fatal(err)
 		}
-		setFirst(first.ID)
 		select {
 		case <-failed:
 		case <-time.After(10 * time.Second):
