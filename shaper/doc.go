@@ -19,11 +19,15 @@
 // in Config.DataDir and listening on Config.NATSListen, so one process and
 // no other service is a working installation.
 //
-// A Shaper only wires parts that each own their state and their routes:
+// A Shaper opens the stores, builds each policy's pipeline, holds the
+// drain leases and serves reloads, health and metrics; the rest belongs to
+// parts that each own their state and their routes:
 //
+//   - internal/pipeline: the one constructor of a policy's gate and
+//     drainers (the shaper's, the tune replay's and the tests');
 //   - internal/admission: the Gate of each policy, the one place that
 //     answers "may this job enter this key now, and if not, when" — for
-//     HTTP, NATS and re-admission alike;
+//     HTTP, NATS and re-admission alike, formatting the drain's schedule;
 //   - internal/ingress: HTTP and NATS submission;
 //   - internal/deadletter: the dead letters and their routes;
 //   - internal/cluster: drain leases, membership and live-policy overrides;

@@ -19,7 +19,7 @@ import (
 //	GET  /v1/jobs/{id}             a job's status: queued, deferred, delivered or dead
 //	GET  /v1/policies              every policy with its live figures
 //	GET  /v1/policies/{name}       one policy
-//	PUT  /v1/policies/{name}       tune a policy live (JSON with the fields to change)
+//	PUT  /v1/policies/{name}       tune a policy live (a JSON merge patch of the fields to change)
 //	DELETE /v1/policies/{name}/override   back to the policy file
 //	POST /v1/reload                read the policy file again (like SIGHUP)
 //	GET  /v1/dead?policy=&key=&reason=&limit=     dead letters

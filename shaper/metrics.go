@@ -126,7 +126,7 @@ var policyFigures = []gauge{
 	{"shaper.jobs.deferred_queued", "Jobs waiting in the deferred stream.", false, func(p PolicyStatus) float64 { return float64(p.DeferQueued) }},
 	{"shaper.jobs.dead", "Jobs in the dead-letter stream.", false, func(p PolicyStatus) float64 { return float64(p.Dead) }},
 	{"shaper.draining", "1 when this shaper holds the policy's drain lease.", false, func(p PolicyStatus) float64 { return bool01(p.Draining) }},
-	{"shaper.override", "1 when the policy is tuned live (differs from the policy file).", false, func(p PolicyStatus) float64 { return bool01(p.Override) }},
+	{"shaper.override", "1 when the policy has a live override (fields set live over the policy file).", false, func(p PolicyStatus) float64 { return bool01(p.Override) }},
 	{"shaper.jobs.queued", "Jobs queued over all keys.", false, func(p PolicyStatus) float64 { return float64(p.Queued) }},
 	{"shaper.keys.active", "Keys with jobs queued.", false, func(p PolicyStatus) float64 { return float64(p.Keys) }},
 	{"shaper.deliveries.in_flight", "Deliveries in progress.", false, func(p PolicyStatus) float64 { return float64(p.InFlight) }},

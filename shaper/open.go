@@ -123,10 +123,10 @@ func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-ch
 	s.background.Go(func() {
 		s.cluster.HoldLease(lctx, p.Name, func(holding bool, until time.Time) {
 			if holding {
-				line.holdUntil(until) // the fence first: a renewal moves it on
-				line.setActive(true)
+				line.HoldUntil(until) // the fence first: a renewal moves it on
+				line.SetActive(true)
 			} else {
-				line.setActive(false) // the last fence stays
+				line.SetActive(false) // the last fence stays
 			}
 		}, func() { close(first) })
 	})

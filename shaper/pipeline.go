@@ -100,15 +100,6 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 	return sv, nil
 }
 
-// setActive starts (true) or stops (false) the pipeline's deliveries and
-// re-admissions: this shaper took or lost the policy's lease.
-func (sv *served) setActive(on bool) { sv.SetActive(on) }
-
-// holdUntil bounds the pipeline's deliveries and re-admissions to the end
-// of the policy's drain lease as this shaper's monotonic clock reads it
-// (drain.Drainer.HoldUntil); the zero time removes the bound.
-func (sv *served) holdUntil(until time.Time) { sv.HoldUntil(until) }
-
 // stop finishes the deliveries in flight (until ctx ends) and stops the
 // drainers; queued jobs stay in JetStream.
 func (sv *served) stop(ctx context.Context, log *slog.Logger) {

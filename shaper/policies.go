@@ -27,7 +27,7 @@ import (
 // bucket, which every shaper watches and applies, and which outlives
 // restarts. A field the override leaves out is the file's (so a reload
 // changes it); DELETE /v1/policies/{name}/override drops the override.
-// What can change: outflow and total (from each key's next slot), queue (a
+// What can change: outflow and total (re-planning the slots keys wait for at once), queue (a
 // larger size at once; a smaller one is enforced by admission, since
 // shrinking the stream's limit over live jobs would purge them), overflow,
 // retry and admit. Where jobs are delivered cannot change while running.

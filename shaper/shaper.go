@@ -31,10 +31,12 @@ import (
 // and one drainer per policy. Create it with New and run it with Run. Its
 // methods are safe for concurrent use.
 //
-// A Shaper only wires its parts, each of which owns its state and its
-// routes: the policy table (policies.go: the pipelines, live tuning and
-// status), the admission gates, the ingress, the dead letters, the job
-// records and the cluster membership (leases, overrides).
+// A Shaper opens the stores, builds each policy's pipeline
+// (shaper/internal/pipeline.New), holds the drain leases, serves reloads,
+// health and metrics, and routes to the parts that own their state and
+// their routes: the policy table (policies.go: the policies served, live
+// changes and status), the ingress, the dead letters, the job records, the
+// operator page and the cluster membership (leases, overrides).
 type Shaper struct {
 	cfg Config
 	log *slog.Logger
