@@ -88,28 +88,8 @@ func TestElectionUnderLoneShaper(t *testing.T) {
 // delivered twice: at most the one in flight per key.
 func TestKill9DrainingShaper(t *testing.T) {
 	needBinaries(t)
-	cluster := startCluster(t, 3)
-	policyFile := writePolicies(t, failoverPolicy)
-	ports := freePorts(t, 2)
-	var (
-		cfgs [2]shaperConfig
-		shs  [2]*proc
-	)
-	for i := range cfgs {
-		cfgs[i] = shaperConfig{policies: policyFile, httpAddr: fmt.Sprintf("127.0.0.1:%d", ports[i]), natsURL: cluster.urls(), replicas: 3}
-		shs[i] = startShaper(t, cfgs[i])
-	}
+	cluster, cfgs, shs, drainer := twoShapers(t, failoverPolicy, "flow")
 	rec := record(t, cluster.urls(), "shaper.out.flow.>")
-	drainer := -1
-	waitFor(t, 15*time.Second, "one shaper to drain flow", func() bool {
-		for i, c := range cfgs {
-			if ps, err := policyStates(c.httpAddr); err == nil && ps["flow"].Draining {
-				drainer = i
-				return true
-			}
-		}
-		return false
-	})
 	other := 1 - drainer
 	const keys, perKey = 10, 150 // 7.5 s of deliveries per key
 	ids, _ := submitAll(t, newSubmitter(cfgs[drainer].httpAddr, 15*time.Second), "flow", keys, perKey)
@@ -197,4 +177,34 @@ func sortedCounts(m map[string]int) string {
 		fmt.Fprintf(&b, "%s:%d ", k, m[k])
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// twoShapers starts a 3-node JetStream cluster and two shapers on it (R3)
+// serving policyYAML, and waits until one of them drains policy: it
+// returns the cluster, the shapers' configs and processes, and which of
+// the two drains.
+func twoShapers(t *testing.T, policyYAML, policy string) (*natsCluster, [2]shaperConfig, [2]*proc, int) {
+	t.Helper()
+	cluster := startCluster(t, 3)
+	policyFile := writePolicies(t, policyYAML)
+	ports := freePorts(t, 2)
+	var (
+		cfgs [2]shaperConfig
+		shs  [2]*proc
+	)
+	for i := range cfgs {
+		cfgs[i] = shaperConfig{policies: policyFile, httpAddr: fmt.Sprintf("127.0.0.1:%d", ports[i]), natsURL: cluster.urls(), replicas: 3}
+		shs[i] = startShaper(t, cfgs[i])
+	}
+	drainer := -1
+	waitFor(t, 15*time.Second, "one shaper to drain "+policy, func() bool {
+		for i, c := range cfgs {
+			if ps, err := policyStates(c.httpAddr); err == nil && ps[policy].Draining {
+				drainer = i
+				return true
+			}
+		}
+		return false
+	})
+	return cluster, cfgs, shs, drainer
 }

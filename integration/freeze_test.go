@@ -31,28 +31,8 @@ var freezePolicy = confirmedPolicy("frozen", fmt.Sprintf("%d/s", freezeRate), 10
 // ⌈T·rate⌉+1 deliveries in any window of T.
 func TestFreezeDrainingShaper(t *testing.T) {
 	needBinaries(t)
-	cluster := startCluster(t, 3)
-	policyFile := writePolicies(t, freezePolicy)
-	ports := freePorts(t, 2)
-	var (
-		cfgs [2]shaperConfig
-		shs  [2]*proc
-	)
-	for i := range cfgs {
-		cfgs[i] = shaperConfig{policies: policyFile, httpAddr: fmt.Sprintf("127.0.0.1:%d", ports[i]), natsURL: cluster.urls(), replicas: 3}
-		shs[i] = startShaper(t, cfgs[i])
-	}
+	cluster, cfgs, shs, drainer := twoShapers(t, freezePolicy, "frozen")
 	log := logDeliveries(t, cluster.urls(), "shaper.out.frozen.>")
-	drainer := -1
-	waitFor(t, 15*time.Second, "one shaper to drain frozen", func() bool {
-		for i, c := range cfgs {
-			if ps, err := policyStates(c.httpAddr); err == nil && ps["frozen"].Draining {
-				drainer = i
-				return true
-			}
-		}
-		return false
-	})
 	other := 1 - drainer
 	a, b := shs[drainer], shs[other]
 

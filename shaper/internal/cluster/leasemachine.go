@@ -274,23 +274,15 @@ func (m *leaseMachine) observe(now time.Time, r kvResult) leaseAction {
 	p := m.pending
 	m.pending = idle
 	switch p {
-	case renewing:
+	case renewing, creating:
 		switch r.outcome {
 		case outOK:
 			return m.wrote(now, r.rev)
 		case outFailed:
 			return m.failed(now, r.err)
 		}
-		// Our entry changed or is gone: it may still be ours (a renewal
-		// stored but not answered).
-		return m.send(now, looking, kvCall{op: opGet})
-	case creating:
-		switch r.outcome {
-		case outOK:
-			return m.wrote(now, r.rev)
-		case outFailed:
-			return m.failed(now, r.err)
-		}
+		// Our entry changed, is gone or exists already: look at it (it
+		// may still be ours, a renewal stored but not answered).
 		return m.send(now, looking, kvCall{op: opGet})
 	case looking:
 		switch r.outcome {
