@@ -131,6 +131,7 @@ type Drainer struct {
 	active                 bool
 	inflight               int
 	queued                 int64
+	seen                   uint64 // the highest sequence the watch reported
 
 	retries         uint64             // attempts of failed jobs
 	retriesDeferred uint64             // due retries that gave their slot to a fresh job

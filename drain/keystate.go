@@ -275,7 +275,7 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 // status returns the key's KeyStatus at now, with the times from d's
 // schedule. d.mu must be held.
 func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
-	st := KeyStatus{Queued: k.depth, Waiting: k.waiting(), Seen: k.notified, Retrying: k.retrying(), FreedAt: k.freedAt}
+	st := KeyStatus{Queued: k.depth, Waiting: k.waiting(), Seen: max(k.notified, d.seen), Retrying: k.retrying(), FreedAt: k.freedAt}
 	room := d.firstAttempt(k, now).Add(d.hold) // the next attempt, assumed to succeed
 	if len(k.pend) > 0 {
 		room = k.pendingAt // a job delivered keeps its slot until then

@@ -42,9 +42,12 @@ func (d *Drainer) Stats() Stats {
 // KeyStatus is what a Drainer can tell about one key, for the answers to
 // producers. When a job would start is StartIn's answer.
 type KeyStatus struct {
-	Queued  int64  // jobs stored for the key, as far as the drainer has seen
-	Waiting int64  // of those, jobs not yet delivered
-	Seen    uint64 // highest sequence of the key the drainer has seen stored
+	Queued  int64 // jobs stored for the key, as far as the drainer has seen
+	Waiting int64 // of those, jobs not yet delivered
+	// Seen is a sequence up to which the drainer has seen every job of the
+	// key stored: the highest of the whole queue its watch reported (which
+	// reports every job in order), so also for a key it no longer tracks.
+	Seen uint64
 	// RoomIn is the time until a slot of the key frees: the end of the hold
 	// of a job delivered, or of the key's next attempt (by the schedule:
 	// StartIn), assumed to succeed.
@@ -67,7 +70,7 @@ func (d *Drainer) Key(token string, now time.Time) KeyStatus {
 	defer d.mu.Unlock()
 	k := d.keys[token]
 	if k == nil {
-		return KeyStatus{RoomIn: d.pace.Interval}
+		return KeyStatus{RoomIn: d.pace.Interval, Seen: d.seen}
 	}
 	return d.status(k, now)
 }

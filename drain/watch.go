@@ -43,6 +43,7 @@ const maxSpareKeys = 1024
 func (d *Drainer) notice(n queue.Notice) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.seen = max(d.seen, n.Seq)
 	k := d.keys[n.Token]
 	if k == nil {
 		name, err := n.Key()
