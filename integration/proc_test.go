@@ -92,8 +92,10 @@ func (p *proc) wait(d time.Duration) (int, bool) {
 	}
 }
 
-// tailBuffer keeps the last max bytes written to it. It is safe for
-// concurrent use.
+// tailBuffer keeps the last max bytes written to it. It trims what it holds
+// only when that reaches twice max, so that a write costs no more than its
+// own length however chatty the process (a shaper at --log-level debug). It
+// is safe for concurrent use.
 type tailBuffer struct {
 	mu      sync.Mutex
 	max     int
@@ -105,7 +107,8 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.b = append(b.b, p...)
-	if over := len(b.b) - b.max; over > 0 {
+	if len(b.b) > 2*b.max {
+		over := len(b.b) - b.max
 		b.b = append(b.b[:0], b.b[over:]...)
 		b.dropped += over
 	}
@@ -115,10 +118,14 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.dropped > 0 {
-		return fmt.Sprintf("[%d bytes dropped]\n%s", b.dropped, b.b)
+	tail, dropped := b.b, b.dropped
+	if over := len(tail) - b.max; over > 0 {
+		tail, dropped = tail[over:], dropped+over
 	}
-	return string(b.b)
+	if dropped > 0 {
+		return fmt.Sprintf("[%d bytes dropped]\n%s", dropped, tail)
+	}
+	return string(tail)
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1: it holds all n

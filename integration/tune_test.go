@@ -4,18 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/shaper-dev/shaper/shaper/client"
+	"github.com/shaper-dev/shaper/shaper/replay"
 )
 
 // tuneDuration is the length of TestTuneFidelity's traces; longer runs are
@@ -23,83 +23,170 @@ import (
 var tuneDuration = flag.Duration("tune.duration", 40*time.Second, "length of TestTuneFidelity's traces")
 
 // TestTuneFidelity checks that shaper tune predicts what a live shaper
-// does: for three made-up traces of 40 s (-tune.duration; steady below the rate, bursts
-// above it, heavy-tailed keys), the replay's accepted and rejected counts
-// are within 2 % of a live run of the same trace through a real shaper
-// (producer send --trace), and its p99 time in queue within 10 % of what a
-// consumer subscribed to the deliveries measures (receive time minus
-// Shaper-Enqueued-At). The three run at once, each on its own shaper.
+// does. For each case, a made-up trace of 40 s (-tune.duration) is
+// replayed by shaper tune and run live through a real shaper with embedded
+// JetStream (producer send --trace), delivering to a real NATS consumer
+// that answers every delivery, or fails it in the case's windows of trace
+// time (tune --down; the producer starts the trace's clock at a time the
+// consumer knows, --start-at). The replay's accepted, rejected, deferred
+// and limited counts and its deliveries must be within 2 % of the live
+// run's, and its p99 time in queue within 10 % of what the consumer
+// measures (receive time minus Shaper-Enqueued-At, of the jobs it took);
+// its failed attempts and dead letters within 2 % of the consumer's
+// failures and the shaper's dead letters.
+//
+// The cases cover reject-only policies with a consumer that keeps up
+// (steady below the rate, bursts above it, heavy-tailed keys), a total cap
+// that binds, a defer policy whose queues overflow in bursts, a consumer
+// that fails every delivery for the first 10 s (retries without jitter:
+// max_backoff = backoff), and an admission limit. They all run at once,
+// each on its own shaper: they wait on the trace's clock, not on the CPU,
+// so they are started together rather than under t.Parallel, which -parallel
+// (GOMAXPROCS by default) would cap at two on a two-core machine.
 func TestTuneFidelity(t *testing.T) {
 	needBinaries(t)
-	for _, tc := range []struct {
-		name, outflow, queue string
-		trace                []string
-	}{
-		{"steady below rate", "4/s", "50",
-			[]string{"--rate", "50/s", "--keys", "20", "--seed", "11"}},
-		{"bursty above rate", "5/s", "15",
-			[]string{"--rate", "20/s", "--keys", "10", "--burst-every", "10s", "--burst-for", "2s", "--burst-rate", "300/s", "--seed", "12"}},
-		{"heavy-tailed keys", "3/s", "10",
-			[]string{"--rate", "100/s", "--keys", "200", "--zipf", "1.3", "--seed", "13"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			fidelity(t, tc.outflow, tc.queue, append([]string{"--duration", tuneDuration.String()}, tc.trace...))
+	cases := []fidelityCase{
+		{name: "steady below rate", outflow: "4/s", queue: 50,
+			trace: []string{"--rate", "50/s", "--keys", "20", "--seed", "11"}},
+		{name: "bursty above rate", outflow: "5/s", queue: 15,
+			trace: []string{"--rate", "20/s", "--keys", "10", "--burst-every", "10s", "--burst-for", "2s", "--burst-rate", "300/s", "--seed", "12"}},
+		{name: "heavy-tailed keys", outflow: "3/s", queue: 10,
+			trace: []string{"--rate", "100/s", "--keys", "200", "--zipf", "1.3", "--seed", "13"}},
+		{name: "total cap binds", outflow: "5/s", queue: 5, more: "    total: 20/s\n",
+			trace: []string{"--rate", "10/s", "--keys", "40", "--zipf", "1.1", "--burst-every", "10s", "--burst-for", "3s", "--burst-rate", "50/s", "--seed", "14"}},
+		{name: "defer in bursts", outflow: "5/s", queue: 10, more: "    overflow: defer\n",
+			trace: []string{"--rate", "15/s", "--keys", "10", "--burst-every", "10s", "--burst-for", "2s", "--burst-rate", "120/s", "--seed", "15"}},
+		{name: "failing then recovering consumer", outflow: "5/s", queue: 50,
+			more:  "    retry: {backoff: 1s, max_backoff: 1s, attempts: 100}\n",
+			trace: []string{"--rate", "25/s", "--keys", "10", "--seed", "16"},
+			down:  []string{"0s-10s"}},
+		{name: "admission limit", outflow: "5/s", queue: 20, more: "    admit: {algorithm: token_bucket, limit: 600/m, burst: 10}\n",
+			trace: []string{"--rate", "60/s", "--keys", "5", "--seed", "17"}},
+	}
+	var wg sync.WaitGroup
+	for _, tc := range cases {
+		wg.Go(func() {
+			t.Run(tc.name, func(t *testing.T) { fidelity(t, tc) })
 		})
 	}
+	wg.Wait()
 }
 
-// fidelity checks shaper tune's replay of a trace made with traceArgs
-// against a live run of the same trace, for a policy fid of the given
-// outflow and queue.
-func fidelity(t *testing.T, outflow, queue string, traceArgs []string) {
-	cfg := embeddedShaper(t, "policies:\n  - name: fid\n    outflow: "+outflow+"\n    queue: "+queue+"\n")
+// fidelityCase is a policy fid and a trace to replay and run live.
+type fidelityCase struct {
+	name    string
+	outflow string   // the policy's outflow
+	queue   int      // and queue
+	more    string   // more lines of the policy, indented for the policy file
+	trace   []string // producer trace flags, but for --duration
+	down    []string // windows of trace time in which the consumer fails every delivery
+}
+
+// fidelityFigures are the figures a replay and a live run are compared by.
+type fidelityFigures struct {
+	Submitted, Accepted, Rejected, Deferred, Limited, Delivered, Failed, Dead uint64
+	WaitP99Ms                                                                 float64 `json:"wait_p99_ms"`
+}
+
+// fidelity checks shaper tune's replay of the trace of tc against a live
+// run of the same trace.
+func fidelity(t *testing.T, tc fidelityCase) {
+	cfg := embeddedShaper(t, fmt.Sprintf("policies:\n  - name: fid\n    outflow: %s\n    queue: %d\n%s", tc.outflow, tc.queue, tc.more))
 	trace := filepath.Join(t.TempDir(), "trace.csv")
-	runBin(t, time.Minute, bins.producer, append([]string{"trace", "--out", trace}, traceArgs...)...)
+	runBin(t, time.Minute, bins.producer, append([]string{"trace", "--out", trace, "--duration", tuneDuration.String()}, tc.trace...)...)
+	var windows []replay.Window
+	tuneArgs := []string{"tune", "--policy-file", cfg.policies, "--trace", trace, "--json", "--outflow", tc.outflow, "--queue", strconv.Itoa(tc.queue)}
+	for _, s := range tc.down {
+		w, err := replay.ParseWindow(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows = append(windows, w)
+		tuneArgs = append(tuneArgs, "--down", s)
+	}
 
 	// The prediction.
 	var predicted struct {
-		Candidates []struct {
-			Submitted, Accepted, Rejected uint64
-			WaitP99Ms                     float64 `json:"wait_p99_ms"`
-		} `json:"candidates"`
+		Current    int               `json:"current"`
+		Candidates []fidelityFigures `json:"candidates"`
 	}
-	out := runBin(t, time.Minute, bins.shaper, "tune", "--policy-file", cfg.policies, "--trace", trace, "--json",
-		"--outflow", outflow, "--queue", queue)
+	out := runBin(t, time.Minute, bins.shaper, tuneArgs...)
 	if err := json.Unmarshal([]byte(out), &predicted); err != nil || len(predicted.Candidates) != 1 {
 		t.Fatalf("shaper tune --json: %v\n%s", err, out)
 	}
-	pred := predicted.Candidates[0]
+	pred := predicted.Candidates[predicted.Current]
 
-	// The live run, with a consumer timing every delivery.
+	// The live run: the producer starts the trace's clock at origin, the
+	// consumer fails deliveries in the windows of time since then.
 	startShaper(t, cfg)
-	c := meterWaits(t, cfg.clientURL(), "shaper.out.fid.>")
+	origin := time.Now().Add(2 * time.Second) // time to start the producer
+	c := newDownstream(t, cfg.clientURL(), "shaper.out.fid.>", origin, windows)
 	out = runBin(t, *tuneDuration+80*time.Second, bins.producer, "send", "--http", "http://"+cfg.httpAddr, "--policy", "fid",
-		"--trace", trace, "--concurrency", "64", "--json")
-	var live struct {
+		"--trace", trace, "--concurrency", "64", "--json", "--start-at", origin.Format(time.RFC3339Nano))
+	var sent struct {
 		Sent     int64                 `json:"sent"`
 		Outcomes map[string]int64      `json:"outcomes"`
+		Details  map[string]int64      `json:"details"`
 		LateMs   struct{ P99 float64 } `json:"late_ms"`
 	}
-	if err := json.Unmarshal([]byte(out), &live); err != nil {
+	if err := json.Unmarshal([]byte(out), &sent); err != nil {
 		t.Fatalf("producer send --json: %v\n%s", err, out)
 	}
-	accepted, rejected := live.Outcomes["queued"], live.Outcomes["rejected"]
-	if live.Sent != int64(pred.Submitted) || accepted+rejected != live.Sent {
-		t.Fatalf("live: %d sent, %d queued, %d rejected (%v); the trace has %d submissions", live.Sent, accepted, rejected, live.Outcomes, pred.Submitted)
+	limited := sent.Details["429 limited"]
+	live := fidelityFigures{
+		Submitted: uint64(sent.Sent),
+		Accepted:  uint64(sent.Outcomes["queued"]),
+		Rejected:  uint64(sent.Outcomes["rejected"] - limited),
+		Deferred:  uint64(sent.Outcomes["deferred"]),
+		Limited:   uint64(limited),
 	}
-	waits := c.wait(t, int(accepted), 60*time.Second)
-	liveP99 := percentileMs(waits, 0.99)
-	t.Logf("%d submissions: accepted %d predicted, %d live; rejected %d predicted, %d live; p99 time in queue %.0f ms predicted, %.0f ms live (submissions late by p99 %.1f ms)",
-		live.Sent, pred.Accepted, accepted, pred.Rejected, rejected, pred.WaitP99Ms, liveP99, live.LateMs.P99)
+	if live.Submitted != pred.Submitted || live.Accepted+live.Rejected+live.Deferred+live.Limited != live.Submitted {
+		t.Fatalf("live: %d sent, answered %v (%v); the trace has %d submissions", sent.Sent, sent.Outcomes, sent.Details, pred.Submitted)
+	}
+
+	// Every job kept is delivered or dead-lettered.
+	api, err := client.New("http://"+cfg.httpAddr, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := live.Accepted + live.Deferred
+	var got downstreamFigures
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got = c.figures()
+		p, err := api.Policy(t.Context(), "fid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		live.Dead = p.Dead
+		if uint64(got.taken)+live.Dead >= kept {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs kept delivered and %d dead-lettered after 60 s", got.taken, kept, live.Dead)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	live.Delivered, live.Failed = uint64(got.taken), uint64(got.failed)
+	live.WaitP99Ms = percentileMs(got.waits, 0.99)
+	t.Logf("%d submissions (late by p99 %.1f ms), predicted / live: accepted %d / %d, rejected %d / %d, deferred %d / %d, limited %d / %d, "+
+		"delivered %d / %d, failed attempts %d / %d, dead %d / %d, p99 time in queue %.0f / %.0f ms; %d deliveries of jobs already taken",
+		live.Submitted, sent.LateMs.P99, pred.Accepted, live.Accepted, pred.Rejected, live.Rejected, pred.Deferred, live.Deferred,
+		pred.Limited, live.Limited, pred.Delivered, live.Delivered, pred.Failed, live.Failed, pred.Dead, live.Dead,
+		pred.WaitP99Ms, live.WaitP99Ms, got.redelivered)
 	for _, f := range []struct {
 		what       string
 		pred, live float64
 		tol        float64
 	}{
-		{"accepted", float64(pred.Accepted), float64(accepted), 0.02},
-		{"rejected", float64(pred.Rejected), float64(rejected), 0.02},
-		{"p99 time in queue (ms)", pred.WaitP99Ms, liveP99, 0.10},
+		{"accepted", float64(pred.Accepted), float64(live.Accepted), 0.02},
+		{"rejected", float64(pred.Rejected), float64(live.Rejected), 0.02},
+		{"deferred", float64(pred.Deferred), float64(live.Deferred), 0.02},
+		{"limited", float64(pred.Limited), float64(live.Limited), 0.02},
+		{"delivered", float64(pred.Delivered), float64(live.Delivered), 0.02},
+		{"failed attempts", float64(pred.Failed), float64(live.Failed), 0.02},
+		{"dead", float64(pred.Dead), float64(live.Dead), 0.02},
+		{"p99 time in queue (ms)", pred.WaitP99Ms, live.WaitP99Ms, 0.10},
 	} {
 		if math.Abs(f.pred-f.live) > f.tol*f.live {
 			t.Errorf("%s: predicted %.1f, live %.1f: off by more than %.0f%%", f.what, f.pred, f.live, 100*f.tol)
@@ -120,74 +207,4 @@ func runBin(t *testing.T, d time.Duration, bin string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s%s", filepath.Base(bin), strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out)
-}
-
-// waitMeter is a downstream consumer: it answers every delivery at once
-// and times it from its Shaper-Enqueued-At header.
-type waitMeter struct {
-	mu    sync.Mutex
-	waits []float64 // ms
-}
-
-func meterWaits(t *testing.T, url, subject string) *waitMeter {
-	t.Helper()
-	c := &waitMeter{}
-	nc, err := nats.Connect(url, nats.Name("tune fidelity consumer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
-		at := time.Now()
-		if m.Reply != "" {
-			_ = m.Respond(nil) // taken (confirmed delivery)
-		}
-		enq, err := time.Parse(time.RFC3339Nano, m.Header.Get(client.HeaderEnqueuedAt))
-		if err != nil {
-			t.Errorf("a delivery without %s: %v", client.HeaderEnqueuedAt, err)
-			return
-		}
-		c.mu.Lock()
-		c.waits = append(c.waits, float64(at.Sub(enq))/float64(time.Millisecond))
-		c.mu.Unlock()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub.SetPendingLimits(-1, -1)
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// wait waits for n deliveries, at most d, and returns their waits.
-func (c *waitMeter) wait(t *testing.T, n int, d time.Duration) []float64 {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		c.mu.Lock()
-		got := len(c.waits)
-		c.mu.Unlock()
-		if got >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d accepted jobs delivered after %v", got, n, d)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.waits)
-}
-
-// percentileMs returns the nearest-rank p-quantile of ms.
-func percentileMs(ms []float64, p float64) float64 {
-	if len(ms) == 0 {
-		return 0
-	}
-	s := slices.Clone(ms)
-	slices.Sort(s)
-	return s[max(int(math.Ceil(p*float64(len(s))))-1, 0)]
 }

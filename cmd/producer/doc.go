@@ -21,7 +21,9 @@
 // With --trace FILE it submits the jobs of a trace instead (see trace, and
 // shaper record), each at its time from the start (--speed 2 runs the
 // trace's clock twice as fast), with its key and payload size, and also
-// reports how late the submissions started after their times:
+// reports how late the submissions started after their times. --start-at
+// starts the trace's clock at a given wall-clock time instead of at once,
+// for a consumer or another producer to line up with it:
 //
 //	producer send --policy orders --trace trace.csv --concurrency 64
 //

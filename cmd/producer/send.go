@@ -46,6 +46,7 @@ func sendCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up on a request after `D`", EnvVars: envVar("timeout")},
 			&cli.BoolFlag{Name: "idempotency", Usage: "send an Idempotency-Key header with every job", EnvVars: envVar("idempotency")},
 			&cli.StringFlag{Name: "trace", Usage: "submit the jobs of trace `FILE` (see producer trace, shaper record) at their times, with their keys and sizes; replaces --jobs, --keys, --rate and --size", EnvVars: envVar("trace")},
+			&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339Nano, Usage: "start at this wall-clock `TIME` (RFC 3339, e.g. 2026-05-01T10:00:00.5Z) instead of at once: with --trace, the time of its start, to line other clocks up with it", EnvVars: envVar("start-at")},
 			&cli.Float64Flag{Name: "speed", Value: 1, Usage: "with --trace, run its clock `X` times faster", EnvVars: envVar("speed")},
 			&cli.BoolFlag{Name: "progress", Usage: "print progress on stderr every second even when it is not a terminal", EnvVars: envVar("progress")},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON", EnvVars: envVar("json")},
@@ -75,8 +76,9 @@ type sendConfig struct {
 	idempotency bool
 	progress    bool
 	json        bool
-	trace       string  // --trace: submit this trace's jobs at their times
-	speed       float64 // --speed: the trace's clock runs this much faster
+	trace       string    // --trace: submit this trace's jobs at their times
+	speed       float64   // --speed: the trace's clock runs this much faster
+	startAt     time.Time // --start-at: start then, not at once (zero: at once)
 }
 
 func sendConfigFrom(c *cli.Context) (sendConfig, error) {
@@ -95,6 +97,9 @@ func sendConfigFrom(c *cli.Context) (sendConfig, error) {
 		json:        c.Bool("json"),
 		trace:       c.String("trace"),
 		speed:       c.Float64("speed"),
+	}
+	if at := c.Timestamp("start-at"); at != nil {
+		cfg.startAt = *at
 	}
 	switch {
 	case cfg.natsURL != "" && c.IsSet("http"):
@@ -277,7 +282,13 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 
 	run := &sendRun{details: make(map[string]int64)}
 	jobs := make(chan sendJob)
+	if !cfg.startAt.IsZero() && !sleepUntil(ctx, cfg.startAt) {
+		return fmt.Errorf("send: interrupted before --start-at %s", cfg.startAt.Format(time.RFC3339Nano))
+	}
 	start := time.Now()
+	if !cfg.startAt.IsZero() {
+		start = cfg.startAt // a trace's times count from it, even if the start was missed by a little
+	}
 	var (
 		feedErr   error
 		traceKeys int // the keys of the trace sent

@@ -69,6 +69,10 @@ func TestSendHTTP(t *testing.T) {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
+			if i%8 == 5 {
+				fmt.Fprint(w, `{"title":"Too Many Requests","status":429,"detail":"admission limit 600/m (token_bucket) of policy \"orders\" exceeded for this key","deferred":false}`)
+				return
+			}
 			fmt.Fprint(w, `{"title":"queue full","status":429,"retry_after_ms":250,"deferred":false}`)
 		case 3:
 			w.Header().Set("Content-Type", "application/problem+json")
@@ -94,6 +98,10 @@ func TestSendHTTP(t *testing.T) {
 	}
 	if s.Sent != 40 || s.Keys != 5 {
 		t.Errorf("sent, keys = %d, %d, want 40, 5", s.Sent, s.Keys)
+	}
+	// A refusal by the admission limit is a rejection, told apart in the details.
+	if s.Details["429"] != 5 || s.Details["429 limited"] != 5 || s.Details["429 deferred"] != 10 {
+		t.Errorf("details = %v, want 5 each of 429 and 429 limited, 10 of 429 deferred", s.Details)
 	}
 	if s.LatencyMs.Max <= 0 || s.LatencyMs.P50 > s.LatencyMs.P99 || s.LatencyMs.P99 > s.LatencyMs.Max {
 		t.Errorf("latency = %+v, want 0 < p50 ≤ p99 ≤ max", s.LatencyMs)

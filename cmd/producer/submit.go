@@ -60,6 +60,8 @@ func (h *httpSubmitter) submit(ctx context.Context, key, idem string, payload []
 		return outQueued, "202", nil
 	case err == nil && res.Outcome == client.OutcomeDeferred:
 		return outDeferred, "429 deferred", nil
+	case err == nil && res.Outcome == client.OutcomeLimited:
+		return outRejected, "429 limited", nil // refused by the admission limit, not for a full queue
 	case err == nil:
 		return outRejected, "429", nil
 	}

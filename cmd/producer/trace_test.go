@@ -75,8 +75,8 @@ func TestTraceCommand(t *testing.T) {
 	}
 }
 
-// send --trace submits each job of a trace at its time (sped up), with its
-// key and size.
+// send --trace submits each job of a trace at its time (sped up) from
+// --start-at, with its key and size.
 func TestSendTrace(t *testing.T) {
 	type got struct {
 		key  string
@@ -102,8 +102,9 @@ func TestSendTrace(t *testing.T) {
 	defer srv.Close()
 	path := filepath.Join(t.TempDir(), "t.csv")
 	os.WriteFile(path, []byte("at,key,size,outcome\n0,a,3,\n1.0,b c,0,rejected\n2.5,a,5,\n"), 0o644)
-	start = time.Now()
-	out, err := runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p", "--trace", path, "--speed", "5", "--json")
+	start = time.Now().Add(300 * time.Millisecond)
+	out, err := runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p", "--trace", path, "--speed", "5", "--json",
+		"--start-at", start.Format(time.RFC3339Nano))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestSendTrace(t *testing.T) {
 			t.Errorf("submission %d: %+v, want %+v (within 150 ms)", i, g, want[i])
 		}
 	}
-	for _, args := range [][]string{{"--jobs", "5"}, {"--keys", "2"}, {"--rate", "1/s"}, {"--size", "1"}, {"--speed", "0"}} {
+	for _, args := range [][]string{{"--jobs", "5"}, {"--keys", "2"}, {"--rate", "1/s"}, {"--size", "1"}, {"--speed", "0"}, {"--start-at", "soon"}} {
 		if _, err := runCLI(t, t.Context(), append([]string{"send", "--http", srv.URL, "--policy", "p", "--trace", path}, args...)...); err == nil {
 			t.Errorf("send --trace with %q: no error", args)
 		}

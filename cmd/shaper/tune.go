@@ -28,7 +28,12 @@ candidate: every combination of --outflow, --queue and --total (by default the
 policy's own values, half and twice them), and the policy as it is. Prints a
 table per candidate and, with targets, recommends the cheapest candidate that
 meets them (the lowest outflow, then the smallest queue) and says which target
-binds; exit status 1 when none does. --apply tunes the running shaper to it.`,
+binds; exit status 1 when none does. --apply tunes the running shaper to it.
+
+The replay's downstream takes every delivery, unless --down says when it fails:
+--down 0s-10s (repeatable) makes every delivery in that window of trace time
+(from the trace's start) a failed attempt, retried under the policy's retry
+settings or dead-lettered, as a consumer answering with an error would.`,
 		Flags: append(apiFlags(),
 			&cli.StringFlag{Name: "policy-file", Value: "policies.yaml", Usage: "policy `FILE` (YAML) with the policy to tune", EnvVars: envVar("policy-file")},
 			&cli.StringFlag{Name: "policy", Usage: "`NAME` of the policy to tune (default: the file's only policy)"},
@@ -39,6 +44,7 @@ binds; exit status 1 when none does. --apply tunes the running shaper to it.`,
 			&cli.DurationFlag{Name: "max-wait", Usage: "target: p99 time in queue at most `D`, e.g. 5s", DefaultText: "no target"},
 			&cli.StringFlag{Name: "max-reject", Usage: "target: at most `PERCENT` of submissions rejected, e.g. 1%", DefaultText: "no target"},
 			&cli.StringFlag{Name: "downstream-max", Usage: "target: at most `RATE` deliveries over all keys, e.g. 300/s", DefaultText: "no target"},
+			&cli.StringSliceFlag{Name: "down", Usage: "the downstream fails every delivery in this `WINDOW` of trace time, FROM-TO from the trace's start, e.g. 0s-10s (repeatable)", DefaultText: "never"},
 			&cli.StringFlag{Name: "plot", Usage: "draw queue depth and time in queue over the trace (current and recommended) and the reject/wait trade-off into `FILE.svg`"},
 			&cli.BoolFlag{Name: "apply", Usage: "tune the running shaper (--http, --admin-token) to the recommendation"},
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
@@ -56,6 +62,7 @@ type tuning struct {
 	trace   string
 	grid    replay.Grid
 	targets replay.Targets
+	down    replay.Downstream
 }
 
 func tuningFrom(c *cli.Context) (tuning, error) {
@@ -88,7 +95,23 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 	if t.grid, err = gridFrom(c, p, downstream); err != nil {
 		return t, cli.Exit("tune: "+err.Error(), 2)
 	}
+	if t.down, err = downFrom(c); err != nil {
+		return t, cli.Exit("tune: "+err.Error(), 2)
+	}
 	return t, nil
+}
+
+// downFrom returns the downstream --down describes.
+func downFrom(c *cli.Context) (replay.Downstream, error) {
+	var d replay.Downstream
+	for _, s := range c.StringSlice("down") {
+		w, err := replay.ParseWindow(s)
+		if err != nil {
+			return d, fmt.Errorf("--down %w", err)
+		}
+		d.Down = append(d.Down, w)
+	}
+	return d, nil
 }
 
 // targetsFrom returns the targets the flags ask for, and the rate of
@@ -196,6 +219,7 @@ func runTune(c *cli.Context) error {
 		Parallel:   c.Int("parallel"),
 		Series:     c.IsSet("plot"),
 		MaxPayload: c.Int("max-payload"),
+		Downstream: t.down,
 		Done: func(i int, r *replay.Result) {
 			done++
 			how := "replayed"
@@ -209,7 +233,7 @@ func runTune(c *cli.Context) error {
 		return fmt.Errorf("tune: %w", err)
 	}
 	choice := replay.Choose(results, t.targets)
-	rep := tuneReport{Trace: t.trace, Policy: t.policy, Current: current, Choice: choice, Results: results, Targets: t.targets, Took: time.Since(start)}
+	rep := tuneReport{Trace: t.trace, Policy: t.policy, Current: current, Choice: choice, Results: results, Targets: t.targets, Down: t.down, Took: time.Since(start)}
 	if c.Bool("json") {
 		err = rep.writeJSON(c.App.Writer)
 	} else {

@@ -21,6 +21,7 @@ type tuneReport struct {
 	Choice  replay.Choice
 	Results []replay.Result
 	Targets replay.Targets
+	Down    replay.Downstream // when the replay's downstream failed (--down)
 	Took    time.Duration
 }
 
@@ -42,12 +43,24 @@ func (r *tuneReport) write(w io.Writer) error {
 	if derived > 0 {
 		fmt.Fprintf(w, "%d candidates (marked =) were not replayed: a smaller queue of the same outflow refused no job, so a larger one admits, waits and delivers the same\n", derived)
 	}
+	if len(r.Down.Down) > 0 {
+		windows := make([]string, len(r.Down.Down))
+		for i, w := range r.Down.Down {
+			windows[i] = w.String()
+		}
+		fmt.Fprintf(w, "the downstream fails every delivery in %s of the trace\n", strings.Join(windows, ", "))
+	}
 	if cur.Recorded > 0 {
 		fmt.Fprintf(w, "the replay of the current policy decides %s of the %d recorded outcomes as the shaper did\n",
 			replay.Percent(float64(cur.Agreed)/float64(cur.Recorded)), cur.Recorded)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := "\toutflow\tqueue\ttotal\taccepted\trejected\tdeferred\tdead\twait p50\twait p99\twait max\tdeepest\tpeak/s key\tpeak/s total\t"
+	failing := len(r.Down.Down) > 0
+	head := "\toutflow\tqueue\ttotal\taccepted\trejected\tdeferred\tdead\t"
+	if failing {
+		head += "failed\t"
+	}
+	head += "wait p50\twait p99\twait max\tdeepest\tpeak/s key\tpeak/s total\t"
 	if r.hasTargets() {
 		head += "meets\t"
 	}
@@ -71,9 +84,13 @@ func (r *tuneReport) write(w io.Writer) error {
 		if total == "" {
 			total = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%d\t",
 			mark, res.Policy.Outflow, res.Policy.Queue, total, res.Accepted,
-			replay.Percent(res.RejectedShare()), replay.Percent(res.DeferredShare()), res.Dead,
+			replay.Percent(res.RejectedShare()), replay.Percent(res.DeferredShare()), res.Dead)
+		if failing {
+			fmt.Fprintf(tw, "%d\t", res.Failed)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t",
 			short(res.Wait.P50), short(res.Wait.P99), short(res.Wait.Max),
 			res.DeepestQueue, res.PeakKey, res.PeakTotal)
 		if r.hasTargets() {
@@ -143,6 +160,7 @@ type candidateJSON struct {
 	Readmitted   uint64        `json:"readmitted"`
 	Dead         uint64        `json:"dead"`
 	Delivered    uint64        `json:"delivered"`
+	Failed       uint64        `json:"failed"`
 	WaitP50Ms    float64       `json:"wait_p50_ms"`
 	WaitP99Ms    float64       `json:"wait_p99_ms"`
 	WaitMaxMs    float64       `json:"wait_max_ms"`
@@ -179,7 +197,7 @@ func (r *tuneReport) writeJSON(w io.Writer) error {
 			Outflow: res.Policy.Outflow, Queue: res.Policy.Queue, Total: res.Policy.Total,
 			Submitted: res.Submitted, Accepted: res.Accepted, Rejected: res.Rejected, Deferred: res.Deferred,
 			Limited: res.Limited, Unavailable: res.Unavailable, Invalid: res.Invalid,
-			Readmitted: res.Readmitted, Dead: res.Dead, Delivered: res.Delivered,
+			Readmitted: res.Readmitted, Dead: res.Dead, Delivered: res.Delivered, Failed: res.Failed,
 			WaitP50Ms: ms(res.Wait.P50), WaitP99Ms: ms(res.Wait.P99), WaitMaxMs: ms(res.Wait.Max),
 			DeepestQueue: res.DeepestQueue, PeakKey: res.PeakKey, PeakTotal: res.PeakTotal,
 			Recorded: res.Recorded, Agreed: res.Agreed,

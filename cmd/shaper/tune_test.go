@@ -111,6 +111,36 @@ func TestTune(t *testing.T) {
 	}
 }
 
+// --down replays a downstream that fails every delivery in a window of the
+// trace: the table shows the failed attempts, and the waits grow.
+func TestTuneDown(t *testing.T) {
+	pf, trace := tuneFiles(t)
+	type figures struct {
+		Accepted, Delivered, Failed, Dead int
+		WaitP99Ms                         float64 `json:"wait_p99_ms"`
+	}
+	tune := func(args ...string) figures {
+		t.Helper()
+		out, _, err := runCLI(t, append([]string{"tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20", "--json"}, args...)...)
+		if err != nil {
+			t.Fatalf("tune %q: %v\n%s", args, err, out)
+		}
+		var rep struct{ Candidates []figures }
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Candidates) != 1 {
+			t.Fatalf("tune --json: %v\n%s", err, out)
+		}
+		return rep.Candidates[0]
+	}
+	up, down := tune(), tune("--down", "0s-5s", "--down", "12s-14s")
+	if up.Failed != 0 || down.Failed == 0 || down.Delivered+down.Dead != down.Accepted || down.WaitP99Ms <= up.WaitP99Ms {
+		t.Errorf("down 0-5 s and 12-14 s: %+v; always up: %+v; want failed attempts, every accepted job delivered or dead, longer waits", down, up)
+	}
+	out, _, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20", "--down", "0s-5s")
+	if err != nil || !strings.Contains(out, "fails every delivery in 0s-5s") || !strings.Contains(out, "failed") {
+		t.Errorf("tune --down 0s-5s: %v; want the window and a failed column:\n%s", err, out)
+	}
+}
+
 func TestTunePlot(t *testing.T) {
 	pf, trace := tuneFiles(t)
 	plot := filepath.Join(t.TempDir(), "tune.svg")
@@ -145,6 +175,8 @@ func TestTuneRefusesBadInput(t *testing.T) {
 		{[]string{"--trace", trace, "--total", "x"}, "--total"},
 		{[]string{"--trace", trace, "--downstream-max", "lots"}, "--downstream-max"},
 		{[]string{"--trace", trace, "--policy", "nope"}, "no policy"},
+		{[]string{"--trace", trace, "--down", "10s"}, "--down \"10s\": not a window; want FROM-TO"},
+		{[]string{"--trace", trace, "--down", "0s-10s", "--down", "20s-15s"}, "--down \"20s-15s\": TO must come after FROM"},
 		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.csv")}, "--trace"},
 	} {
 		_, _, err := runCLI(t, append([]string{"tune", "--policy-file", pf}, tc.args...)...)

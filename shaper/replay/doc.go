@@ -13,8 +13,12 @@
 // JetStream's) instead of JetStream's, and driven on the replay's clock
 // (pipeline.Pipeline.Advance) instead of started. The gate is swept every
 // 10 s of trace time, as the shaper sweeps it. Only the sink differs: it
-// accepts every delivery and measures it, so a replay says what the
-// shaper would do with a downstream that takes everything it is given.
+// measures every delivery, and takes it unless Config.Downstream says the
+// downstream fails it — every delivery in a window of trace time
+// (Downstream.Down, shaper tune --down) is a failed attempt, retried and
+// dead-lettered under the policy's retry settings as a consumer's error
+// would be. By default a replay says what the shaper would do with a
+// downstream that takes everything it is given.
 //
 // # Streaming
 //

@@ -38,13 +38,17 @@ type Result struct {
 	Unavailable uint64
 	Invalid     uint64
 	// Readmitted counts deferred jobs put back into their queue; Dead the
-	// jobs dead-lettered (a deferred job past its deadline or out of
-	// attempts); Delivered the jobs delivered, the trace drained to the end.
+	// jobs dead-lettered (out of attempts or past their deadline, deferred
+	// or delivered); Delivered the jobs delivered, the trace drained to the
+	// end; Failed the delivery attempts the downstream failed
+	// (Config.Downstream), each retried or dead-lettered.
 	Readmitted uint64
 	Dead       uint64
 	Delivered  uint64
+	Failed     uint64
 	// Wait is the time in queue of the delivered jobs, from submission to
-	// delivery (a deferred job's includes its time deferred).
+	// their successful delivery (a deferred job's includes its time
+	// deferred, a retried job's its failed attempts).
 	Wait Wait
 	// DeepestQueue is the most jobs one key held.
 	DeepestQueue int64
@@ -98,6 +102,7 @@ type replay struct {
 	ctx        context.Context
 	clock      *clock
 	line       *pipeline.Pipeline
+	down       Downstream
 	payload    []byte // shared by every job: only its length matters
 	maxPayload int
 
@@ -114,6 +119,9 @@ type replay struct {
 // their queues, not with the trace's length.
 func Run(ctx context.Context, p policies.Policy, src Source, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
+	if err := cfg.Downstream.check(); err != nil {
+		return Result{}, err
+	}
 	rc, err := src()
 	if err != nil {
 		return Result{}, fmt.Errorf("replay: open trace: %w", err)
@@ -149,6 +157,7 @@ func newReplay(ctx context.Context, p policies.Policy, cfg Config) (*replay, err
 		ctx:        ctx,
 		clock:      &clock{},
 		keys:       make(map[string]*window),
+		down:       cfg.Downstream,
 		maxPayload: cfg.MaxPayload,
 		nextSweep:  origin.Add(sweepEvery),
 	}
@@ -189,10 +198,14 @@ func (r *replay) stop() {
 	r.line.DeferDrain.Stop()
 }
 
-// Deliver is the sink of the replay's drainer: it measures each delivery
-// and accepts it.
+// Deliver is the sink of the replay's drainer: it asks the downstream
+// model whether it takes the delivery now, and measures each one taken.
 func (r *replay) Deliver(_ context.Context, d *drain.Delivery) error {
 	now := r.clock.unixNano()
+	if err := r.down.deliver(time.Duration(now - origin.UnixNano())); err != nil {
+		r.res.Failed++
+		return err
+	}
 	wait := time.Duration(now - d.Msg.EnqueuedAt.UnixNano())
 	r.res.Delivered++
 	r.waits.add(wait)

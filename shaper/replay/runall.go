@@ -24,6 +24,9 @@ type Config struct {
 	// MaxPayload is the largest payload the queue takes, as the shaper's
 	// --max-payload. Default queue.DefaultMaxPayload.
 	MaxPayload int
+	// Downstream is what the replays deliver to. The zero value takes
+	// every delivery.
+	Downstream Downstream
 	// Done, when set, is told of every candidate RunAll finished, with its
 	// index. It is called from the replaying goroutines, one at a time.
 	Done func(i int, r *Result)
