@@ -277,8 +277,11 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
 	st := KeyStatus{Queued: k.depth, Waiting: k.waiting(), Seen: max(k.notified, d.seen), Retrying: k.retrying(), FreedAt: k.freedAt}
 	room := d.firstAttempt(k, now).Add(d.hold) // the next attempt, assumed to succeed
-	if len(k.pend) > 0 {
+	switch {
+	case len(k.pend) > 0 && k.pendingAt.After(now):
 		room = k.pendingAt // a job delivered keeps its slot until then
+	case len(k.pend) > 0:
+		st.Freeing = int64(len(k.pend)) // their slots are being freed now
 	}
 	st.RoomIn = max(room.Sub(now), 0)
 	return st

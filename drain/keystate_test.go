@@ -232,6 +232,8 @@ func TestKeyStatus(t *testing.T) {
 	}{
 		{"delivered, slot held", keyState{depth: 3, notified: 9, pend: []uint64{7}, pendingAt: at(100), next: at(100)}, at(40),
 			KeyStatus{Queued: 3, Waiting: 2, Seen: 9, RoomIn: ms(60)}, ms(60)},
+		{"delivered, its slot being freed now", keyState{depth: 2, notified: 9, pend: []uint64{7}, pendingAt: at(30), head: tried{msg: &queue.Msg{}}, next: at(100)}, at(40),
+			KeyStatus{Queued: 2, Waiting: 1, Seen: 9, Freeing: 1, RoomIn: ms(160)}, ms(60)},
 		{"head read ahead of its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: at(100)}, at(40),
 			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(160)}, ms(60)},
 		{"head past its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: at(10)}, at(40),

@@ -50,8 +50,12 @@ type KeyStatus struct {
 	Seen uint64
 	// RoomIn is the time until a slot of the key frees: the end of the hold
 	// of a job delivered, or of the key's next attempt (by the schedule:
-	// StartIn), assumed to succeed.
+	// StartIn), assumed to succeed. Slots being freed now (Freeing) are not
+	// in it: it is the room after them.
 	RoomIn time.Duration
+	// Freeing counts the delivered jobs of the key whose slots are due to
+	// be freed by now: they are being removed (Queued still counts them).
+	Freeing int64
 	// FreedAt is when the drainer last counted a slot of the key freed by
 	// its own removal (a delivered or dead-lettered job), after the queue
 	// had removed it; zero if never. A store that refused a job of the key

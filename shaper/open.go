@@ -71,8 +71,8 @@ func (s *Shaper) open(runCtx context.Context) error {
 	}
 	var follow func()
 	err = s.retry(ctx, "watching the policy overrides", func(context.Context) (err error) {
-		follow, err = s.cluster.WatchOverrides(runCtx, func(name string, p *policies.Patch) {
-			if err := s.policies.override(runCtx, name, p, s.log); err != nil {
+		follow, err = s.cluster.WatchOverrides(runCtx, func(name string, p *policies.Patch, rev uint64) {
+			if err := s.policies.override(runCtx, name, p, rev, s.log); err != nil {
 				s.log.Error("policy override not applied", "policy", name, "err", err)
 			}
 		})

@@ -35,7 +35,12 @@ type table struct {
 	mu        sync.RWMutex
 	file      *policies.Set             // as the policy file says (replaced by a reload)
 	overrides map[string]policies.Patch // the live override of each policy that has one
-	lines     map[string]*served        // one per policy served; the live version is its gate's
+	// overrideRev is the bucket revision of the override applied last, per
+	// policy: an older one (a watch event arriving after this shaper
+	// applied its own newer change) is not applied.
+	overrideRev map[string]uint64
+	lines       map[string]*served // one per policy served; the live version is its gate's
+	applying    sync.Mutex         // serialises refresh
 
 	// deadCount returns how many dead letters a policy has, from memory;
 	// set once the dead letters are open (setDeadCount).
@@ -43,7 +48,7 @@ type table struct {
 }
 
 func newTable(file *policies.Set) *table {
-	return &table{file: file, overrides: make(map[string]policies.Patch), lines: make(map[string]*served)}
+	return &table{file: file, overrides: make(map[string]policies.Patch), overrideRev: make(map[string]uint64), lines: make(map[string]*served)}
 }
 
 // setDeadCount makes count the source of each policy's dead letters count.
@@ -155,15 +160,23 @@ func (t *table) waiting(policy string) string {
 // errDeliver refuses a live change of where jobs are delivered.
 var errDeliver = errors.New("deliver cannot change while running: edit the policy file and restart")
 
-// override makes p the live override of policy name (nil: none, back to
-// the file) and applies it. The override of a policy this shaper does not
-// serve is kept, for a reload that adds the policy.
-func (t *table) override(ctx context.Context, name string, p *policies.Patch, log *slog.Logger) error {
+// override makes p, stored at revision rev of the overrides bucket, the
+// live override of policy name (nil: none, back to the file), unless an
+// override as new or newer was applied (rev not above it; rev 0, nothing
+// stored, only when none was), and applies the newest: a watch event
+// arriving after this shaper applied its own newer change does not undo
+// it, and a caller returns with the newest applied. The override of a
+// policy this shaper does not serve is kept, for a reload that adds the
+// policy.
+func (t *table) override(ctx context.Context, name string, p *policies.Patch, rev uint64, log *slog.Logger) error {
 	t.mu.Lock()
-	if p == nil || p.IsEmpty() {
-		delete(t.overrides, name)
-	} else {
-		t.overrides[name] = *p
+	if last := t.overrideRev[name]; rev > last || rev == 0 && last == 0 {
+		t.overrideRev[name] = rev
+		if p == nil || p.IsEmpty() {
+			delete(t.overrides, name)
+		} else {
+			t.overrides[name] = *p
+		}
 	}
 	t.mu.Unlock()
 	if t.line(name) == nil {
@@ -218,6 +231,10 @@ func (t *table) deliverOf(name string, over policies.Patch) (policies.Deliver, b
 // override say now, but for where jobs are delivered, which stays as it
 // runs.
 func (t *table) refresh(ctx context.Context, name string, log *slog.Logger) error {
+	// One at a time: a refresh reading an older override must not apply
+	// it over one that read a newer.
+	t.applying.Lock()
+	defer t.applying.Unlock()
 	line := t.line(name)
 	if line == nil {
 		return fmt.Errorf("unknown policy %q", name)

@@ -129,11 +129,12 @@ func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Gua
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
-		if err := c.DeleteOverride(ctx, name); err != nil {
+		rev, err := c.DeleteOverride(ctx, name)
+		if err != nil {
 			httpapi.Unavailable(w, "backend", err)
 			return
 		}
-		if err := t.override(ctx, name, nil, log); err != nil {
+		if err := t.override(ctx, name, nil, rev, log); err != nil {
 			httpapi.Unavailable(w, "backend", err)
 			return
 		}
@@ -185,7 +186,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 	running := line.Policy().Deliver
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	over, err := c.PutOverride(ctx, name, func(old policies.Patch) (policies.Patch, error) {
+	over, rev, err := c.PutOverride(ctx, name, func(old policies.Patch) (policies.Patch, error) {
 		next := old.Merge(change)
 		if !change.Deliver.IsZero() {
 			if d, ok := t.deliverOf(name, next); !ok || d != running {
@@ -208,7 +209,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 		return
 	}
 	// Apply here at once as well: the watch brings it to the other shapers.
-	if err := t.override(ctx, name, &over, log); err != nil {
+	if err := t.override(ctx, name, &over, rev, log); err != nil {
 		httpapi.Unavailable(w, "backend", err)
 		return
 	}

@@ -93,8 +93,14 @@ func (g *Gate) refused(p *policies.Policy, token string, asked time.Time) {
 // second. A drainer that never freed one (a passive one, or a key new to
 // it, whose RoomIn is only a guess) cannot tell: 0, and the producer asks
 // again.
+//
+// Jobs whose slots the drainer is freeing at this moment (Freeing) are not
+// counted as staying: when the others leave room, that room is the one
+// being freed, now; when they fill the key (a job took the freed slot
+// already), the room comes after the key's next attempt.
 func (g *Gate) freeIn(p *policies.Policy, st drain.KeyStatus, asked time.Time) time.Duration {
-	if st.Queued < int64(min(p.Queue, g.queue.Limit())) && (st.FreedAt.IsZero() || !st.FreedAt.Before(asked)) {
+	staying := st.Queued - st.Freeing
+	if staying < int64(min(p.Queue, g.queue.Limit())) && (st.Freeing > 0 || st.FreedAt.IsZero() || !st.FreedAt.Before(asked)) {
 		return 0
 	}
 	return st.RoomIn

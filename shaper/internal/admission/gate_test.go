@@ -357,3 +357,30 @@ func TestGateRefusalAheadOfTheDrainer(t *testing.T) {
 		t.Errorf("at once after = %+v, want full from memory, about an hour", d)
 	}
 }
+
+// While the drainer is removing a delivered job whose hold has ended (the
+// removal done in the store, not yet counted), a refusal means a job took
+// the freed slot already when the drainer sees more jobs than fit: come
+// back after the key's next attempt, an hour away; and a refusal while
+// the others leave room raced with the removal: come back at once.
+func TestGateRefusalWhileASlotIsFreed(t *testing.T) {
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name      string
+		st        drain.KeyStatus
+		min, most time.Duration
+	}{
+		{"a job took the freed slot", drain.KeyStatus{Queued: 2, Waiting: 1, Seen: 2, Freeing: 1, RoomIn: time.Hour + time.Second}, 30 * time.Minute, time.Hour + time.Second},
+		{"raced with the removal", drain.KeyStatus{Queued: 1, Seen: 1, Freeing: 1, RoomIn: time.Hour + time.Second, FreedAt: t0.Add(-time.Hour)}, 0, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, "policies:\n  - name: p\n    outflow: 1/h\n    queue: 1\n", admission.Config{})
+			r.admit("k") // the store is full
+			r.gate.Attach(staleView{r.main, tc.st}, r.dfr)
+			d := r.admit("k")
+			if d.Outcome != admission.Full || d.RetryAfter < tc.min || d.RetryAfter > tc.most {
+				t.Errorf("refused with the drainer's view %+v: %+v, want full, come back in %v to %v", tc.st, d, tc.min, tc.most)
+			}
+		})
+	}
+}

@@ -171,14 +171,14 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 // (one stored by an earlier release as a whole policy reads as a Patch
 // that sets every field, see policies.ParseOverride). A bad stored
 // override is logged and skipped.
-func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p *policies.Patch)) (follow func(), err error) {
+func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p *policies.Patch, rev uint64)) (follow func(), err error) {
 	w, err := c.overrides.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch policy overrides: %w", err)
 	}
 	each := func(e jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
-			apply(e.Key(), nil)
+			apply(e.Key(), nil, e.Revision())
 			return
 		}
 		p, err := policies.ParseOverride(e.Value())
@@ -186,7 +186,7 @@ func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p 
 			c.log.Error("bad policy override ignored", "policy", e.Key(), "err", err)
 			return
 		}
-		apply(e.Key(), &p)
+		apply(e.Key(), &p, e.Revision())
 	}
 	for e := range w.Updates() {
 		if e == nil {
@@ -207,11 +207,15 @@ func (c *Cluster) WatchOverrides(ctx context.Context, apply func(name string, p 
 // PutOverride changes the live override of policy name on every shaper:
 // change is given the override stored now (the empty Patch when there is
 // none, or when the stored one cannot be read) and returns the new one,
-// which is stored unless change fails; an empty Patch deletes the
-// override. Should another shaper change the override meanwhile, change is
-// called again with that one, so that no change is lost. It returns the
-// override stored, and change's error as it is.
-func (c *Cluster) PutOverride(ctx context.Context, name string, change func(old policies.Patch) (policies.Patch, error)) (policies.Patch, error) {
+// which is stored unless change fails; an empty Patch is stored as no
+// override ({}), so that it has a revision too. Should another shaper
+// change the override meanwhile, change is called again with that one, so
+// that no change is lost. It returns the override stored and its revision
+// in the bucket (0 when nothing was stored: no override, none asked for),
+// or change's error as it is. The watch (WatchOverrides) brings every
+// shaper the same revisions in order: applying only revisions newer than
+// the one applied keeps a late watch event from undoing a newer change.
+func (c *Cluster) PutOverride(ctx context.Context, name string, change func(old policies.Patch) (policies.Patch, error)) (policies.Patch, uint64, error) {
 	for {
 		var old policies.Patch
 		var rev uint64
@@ -219,7 +223,7 @@ func (c *Cluster) PutOverride(ctx context.Context, name string, change func(old 
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return policies.Patch{}, err
+			return policies.Patch{}, 0, err
 		default:
 			rev = e.Revision()
 			if old, err = policies.ParseOverride(e.Value()); err != nil {
@@ -229,28 +233,27 @@ func (c *Cluster) PutOverride(ctx context.Context, name string, change func(old 
 		}
 		next, err := change(old)
 		if err != nil {
-			return policies.Patch{}, err
+			return policies.Patch{}, 0, err
 		}
+		var stored uint64
 		switch b, merr := json.Marshal(next); {
 		case merr != nil:
-			return policies.Patch{}, merr
+			return policies.Patch{}, 0, merr
 		case next.IsEmpty() && rev == 0:
-			return next, nil
-		case next.IsEmpty():
-			err = c.overrides.Delete(ctx, name, jetstream.LastRevision(rev))
+			return next, 0, nil
 		case rev == 0:
-			_, err = c.overrides.Create(ctx, name, b)
+			stored, err = c.overrides.Create(ctx, name, b)
 		default:
-			_, err = c.overrides.Update(ctx, name, b, rev)
+			stored, err = c.overrides.Update(ctx, name, b, rev)
 		}
 		if err == nil {
-			return next, nil
+			return next, stored, nil
 		}
 		if !conflict(err) {
-			return policies.Patch{}, err
+			return policies.Patch{}, 0, err
 		}
 		if err := ctx.Err(); err != nil {
-			return policies.Patch{}, err
+			return policies.Patch{}, 0, err
 		}
 	}
 }
@@ -262,11 +265,8 @@ func conflict(err error) bool {
 		errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
-// DeleteOverride takes policy name back to its policy file on every shaper.
-func (c *Cluster) DeleteOverride(ctx context.Context, name string) error {
-	err := c.overrides.Delete(ctx, name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	return err
+// DeleteOverride takes policy name back to its policy file on every
+// shaper: it stores no override ({}) and returns its revision.
+func (c *Cluster) DeleteOverride(ctx context.Context, name string) (uint64, error) {
+	return c.overrides.Put(ctx, name, []byte("{}"))
 }
