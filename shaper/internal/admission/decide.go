@@ -99,11 +99,26 @@ func (g *Gate) refused(p *policies.Policy, token string, asked time.Time) {
 // being freed, now; when they fill the key (a job took the freed slot
 // already), the room comes after the key's next attempt.
 func (g *Gate) freeIn(p *policies.Policy, st drain.KeyStatus, asked time.Time) time.Duration {
-	staying := st.Queued - st.Freeing
-	if staying < int64(min(p.Queue, g.queue.Limit())) && (st.Freeing > 0 || st.FreedAt.IsZero() || !st.FreedAt.Before(asked)) {
+	if g.roomy(p, st) && (st.FreedAt.IsZero() || !st.FreedAt.Before(asked)) {
+		return 0
+	}
+	return g.room(p, st)
+}
+
+// room is how long until a slot of a key of p frees, in the drainer's
+// view st: at once when a slot it is freeing now makes room, else RoomIn
+// (the room after those).
+func (g *Gate) room(p *policies.Policy, st drain.KeyStatus) time.Duration {
+	if st.Freeing > 0 && g.roomy(p, st) {
 		return 0
 	}
 	return st.RoomIn
+}
+
+// roomy reports whether the key has room in the drainer's view st once
+// the slots it is freeing now are free (jobs stored but for those).
+func (g *Gate) roomy(p *policies.Policy, st drain.KeyStatus) bool {
+	return st.Queued-st.Freeing < int64(min(p.Queue, g.queue.Limit()))
 }
 
 // Step says what a Reservation needs next.

@@ -135,7 +135,7 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	// The job goes back into its queue when a slot frees, behind the jobs
 	// waiting there and the deferred jobs ahead of it: it starts as the
 	// key's fresh job that many places on would.
-	eta := max(g.drained.StartIn(token, freshJobs(main)+ahead, now), main.RoomIn)
+	eta := max(g.drained.StartIn(token, freshJobs(main)+ahead, now), g.room(p, main))
 	if g.cfg.OnDefer != nil {
 		g.cfg.OnDefer(job.ID, job.Key, now.Add(eta))
 	}
@@ -169,7 +169,7 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 		return &drain.GiveUpError{Reason: drain.ReasonDeadline, Cause: fmt.Sprintf("deferred since %s, deadline %s", m.EnqueuedAt.UTC().Format(time.RFC3339), dl)}
 	}
 	if g.decide(p, m.Token, now, readmission) == full {
-		return &drain.RetryAfterError{After: g.roomIn(m.Token, now), Cause: "key's queue is full", NotAttempted: true}
+		return &drain.RetryAfterError{After: g.roomIn(p, m.Token, now), Cause: "key's queue is full", NotAttempted: true}
 	}
 	h := queue.JobHeader(m.Header)
 	h.Set(queue.HeaderDeferrals, strconv.Itoa(m.Attempt-1))
@@ -192,6 +192,6 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 }
 
 // roomIn is how long until a slot of key token frees, at least 1 ms.
-func (g *Gate) roomIn(token string, now time.Time) time.Duration {
-	return max(g.drained.Key(token, now).RoomIn, time.Millisecond)
+func (g *Gate) roomIn(p *policies.Policy, token string, now time.Time) time.Duration {
+	return max(g.room(p, g.drained.Key(token, now)), time.Millisecond)
 }
