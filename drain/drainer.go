@@ -131,7 +131,8 @@ type Drainer struct {
 	active                 bool
 	inflight               int
 	queued                 int64
-	seen                   uint64 // the highest sequence the watch reported
+	seen                   uint64        // the highest sequence the watch reported
+	seenMore               chan struct{} // closed when seen grows, made by AwaitSeen
 
 	retries         uint64             // attempts of failed jobs
 	retriesDeferred uint64             // due retries that gave their slot to a fresh job

@@ -276,6 +276,9 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 // schedule. d.mu must be held.
 func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
 	st := KeyStatus{Queued: k.depth, Waiting: k.waiting(), Seen: max(k.notified, d.seen), Retrying: k.retrying(), FreedAt: k.freedAt}
+	if k.delivering() && st.Waiting > 0 {
+		st.Waiting-- // it has its slot: the key's fresh jobs come after it
+	}
 	room := d.firstAttempt(k, now).Add(d.hold) // the next attempt, assumed to succeed
 	switch {
 	case len(k.pend) > 0 && k.pendingAt.After(now):
@@ -299,8 +302,13 @@ type keyHeap []*keyState
 
 var _ heap.Interface = (*keyHeap)(nil)
 
-func (h keyHeap) Len() int           { return len(h) }
-func (h keyHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h keyHeap) Len() int { return len(h) }
+func (h keyHeap) Less(i, j int) bool {
+	// On a tie, the key whose jobs came first: keys due at one instant take
+	// the total cap's slots in the order their jobs came (the schedule,
+	// plan.go, counts them so).
+	return h[i].at.Before(h[j].at) || h[i].at.Equal(h[j].at) && h[i].notified < h[j].notified
+}
 func (h keyHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j

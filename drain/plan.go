@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -69,8 +70,13 @@ func (d *Drainer) tally(k *keyState) {
 }
 
 // waiting is how many of the key's jobs wait for an attempt: stored, and
-// not delivered (a delivered job keeps its slot for a while).
+// not delivered (a delivered job keeps its slot for a while). A job being
+// delivered now still counts: see delivering.
 func (k *keyState) waiting() int64 { return max(k.depth-int64(len(k.pend)), 0) }
+
+// delivering reports whether a step is handing one of the key's jobs to
+// the sink now: that job took its slot already, and waits for none.
+func (k *keyState) delivering() bool { return k.busy && k.step.deliver != nil }
 
 // StartIn returns how long from now until the n-th fresh job of key token
 // would start (n = 1: its first job not yet attempted, in submission
@@ -85,7 +91,7 @@ func (d *Drainer) StartIn(token string, n int64, now time.Time) time.Duration {
 	defer d.mu.Unlock()
 	k := d.keys[token]
 	if k == nil {
-		k = &keyState{}
+		k = &keyState{notified: math.MaxUint64} // its jobs come after every job seen
 	}
 	return max(d.start(k, n, now).Sub(now), 0)
 }
@@ -189,6 +195,9 @@ type rounds struct {
 	// share is the part of the other keys before it.
 	before, after []int64
 	share         float64
+	// unreserved counts the keys with no slot under the cap that take one
+	// before the key does, when counted (exact).
+	unreserved int64
 	// shift counts the other keys' rounds that pass before the key takes
 	// its first slot, when it asks for one only then (a pause, a retry's
 	// backoff): it then comes after every other key of its first round.
@@ -215,17 +224,28 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 		return maxTime(d.totalNext, now).Add(maxTime(x.next, now).Sub(now) + time.Duration(1)<<62/2)
 	}
 	mine := place(k)
+	before := func(x *keyState) bool { // x takes its slot before k; on a tie, the key whose jobs came first
+		at := place(x)
+		return at.Before(mine) || at.Equal(mine) && x.notified < k.notified
+	}
 	if d.waiting.keys(1) <= exactKeys {
 		depth := len(d.waiting.at)
 		r.before, r.after = make([]int64, depth), make([]int64, depth)
 		for _, x := range d.keys {
-			if x == k || x.tallied == 0 {
+			w := x.tallied
+			if x.delivering() {
+				w-- // its job in delivery has its slot
+			}
+			if x == k || w <= 0 {
 				continue
 			}
-			if place(x).Before(mine) {
-				r.before[x.tallied-1]++
+			if before(x) {
+				r.before[w-1]++
+				if !x.reserved && !x.delivering() && !k.reserved {
+					r.unreserved++ // it takes a slot under the cap before k asks for one
+				}
 			} else {
-				r.after[x.tallied-1]++
+				r.after[w-1]++
 			}
 		}
 		for m := depth - 2; m >= 0; m-- { // at least m+1 jobs
@@ -253,13 +273,16 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 // rounds; enter records how many rounds the others go through before it
 // asks.
 func (r *rounds) enter(at, now, totalNext time.Time) time.Time {
-	if r.total <= 0 || !totalNext.After(at) && !totalNext.After(now) {
+	if r.total <= 0 {
 		return at
 	}
-	if !at.After(totalNext) {
-		return totalNext
+	if first := maxTime(totalNext, now); !at.After(first) {
+		return first.Add(time.Duration(r.unreserved) * r.total)
 	}
 	ahead := totalNext.Sub(now)
+	if ahead <= 0 {
+		return at // the cap does not bind
+	}
 	for wait := at.Sub(now); r.others(r.shift+1) > 0; r.shift++ {
 		round := max(r.interval, time.Duration(r.others(r.shift+1))*r.total)
 		if wait < round {

@@ -115,3 +115,26 @@ func checkStartIn(t *testing.T, seed uint64, maxKeys, maxJobs int, slack time.Du
 		}
 	}
 }
+
+// TestStartInBeforeTheDrainerSteps: jobs of new keys the drainer has seen
+// but not yet stepped (no slot reserved under the total cap yet) take the
+// cap's slots in the order they came; each one's start counts those ahead.
+func TestStartInBeforeTheDrainerSteps(t *testing.T) {
+	r := newReplay(t, 10, drain.Pace{Interval: 100 * time.Millisecond, Total: time.Second}, drain.Config{})
+	now := r.clock.Now()
+	for i := range 8 {
+		r.admit(t, fmt.Sprintf("k%d", i), fmt.Sprintf("j%d", i)) // seen at once (MemQueue), not stepped
+		if got, want := r.d.StartIn(fmt.Sprintf("k%d", i), 1, now), time.Duration(i)*time.Second; got != want {
+			t.Errorf("key %d's first job starts in %v, want %v", i, got, want)
+		}
+	}
+	var starts []string
+	r.fail = func(d *drain.Delivery) error {
+		starts = append(starts, fmt.Sprintf("%v %s", r.clock.Now().Sub(now), d.Msg.ID))
+		return nil
+	}
+	r.until(now.Add(time.Minute))
+	if want := "[0s j0 1s j1 2s j2 3s j3 4s j4 5s j5 6s j6 7s j7]"; fmt.Sprint(starts) != want {
+		t.Errorf("started %v, want %s", starts, want)
+	}
+}

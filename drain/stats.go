@@ -1,6 +1,9 @@
 package drain
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Stats is a snapshot of a Drainer's figures.
 type Stats struct {
@@ -65,6 +68,30 @@ type KeyStatus struct {
 	// or their dead letter: stepped aside, or at the head of the key. The
 	// key's fresh jobs are Waiting − Retrying.
 	Retrying int
+}
+
+// AwaitSeen waits until the watch of the queue has reported the job at
+// seq (so Key and StartIn count it), and reports whether it has; it gives
+// up when ctx ends. A producer's answer about a job just stored can so
+// count every job stored before it, of every key.
+func (d *Drainer) AwaitSeen(ctx context.Context, seq uint64) bool {
+	for {
+		d.mu.Lock()
+		if d.seen >= seq {
+			d.mu.Unlock()
+			return true
+		}
+		if d.seenMore == nil {
+			d.seenMore = make(chan struct{})
+		}
+		more := d.seenMore
+		d.mu.Unlock()
+		select {
+		case <-more:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // Key returns the status of the key with token token at now. For a key the

@@ -43,7 +43,13 @@ const maxSpareKeys = 1024
 func (d *Drainer) notice(n queue.Notice) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.seen = max(d.seen, n.Seq)
+	if n.Seq > d.seen {
+		d.seen = n.Seq
+		if d.seenMore != nil {
+			close(d.seenMore)
+			d.seenMore = nil
+		}
+	}
 	k := d.keys[n.Token]
 	if k == nil {
 		name, err := n.Key()

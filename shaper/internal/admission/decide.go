@@ -303,6 +303,16 @@ func unavailable(what string, err error) Decision {
 // and the job's expected start from the drainer's schedule.
 func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now time.Time) Decision {
 	st := g.drained.Key(token, now)
+	if rec.Seq > st.Seen && !p.Total.IsZero() {
+		// Under a total cap the job's start depends on every key's jobs
+		// stored before it: wait (briefly) for the drainer to have seen
+		// them all, its own watch being a moment behind the store's ack.
+		ctx, cancel := context.WithTimeout(context.Background(), awaitSeen)
+		if g.drained.AwaitSeen(ctx, rec.Seq) {
+			st = g.drained.Key(token, now)
+		}
+		cancel()
+	}
 	queued, fresh := st.Queued, freshJobs(st)
 	if rec.Seq > st.Seen {
 		queued, fresh = queued+1, fresh+1 // the job, not yet seen by the drainer
@@ -325,6 +335,10 @@ func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now
 		Window: time.Duration(p.Queue) * interval,
 	}
 }
+
+// awaitSeen bounds how long an accepted job's answer waits for the drainer
+// to see the jobs stored before it (policies with a total cap only).
+const awaitSeen = 20 * time.Millisecond
 
 // freshJobs is how many of a key's jobs wait for their first attempt (the
 // n of drain.Drainer.StartIn for the last of them).
