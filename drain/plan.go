@@ -206,7 +206,7 @@ type rounds struct {
 
 // exactKeys bounds the keys a question about the rounds looks at one by
 // one.
-const exactKeys = 1024
+const exactKeys = 4096
 
 // roundsOf returns the rounds of k. d.mu must be held.
 func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
