@@ -96,6 +96,28 @@ func (d *Drainer) StartIn(token string, n int64, now time.Time) time.Duration {
 	return max(d.start(k, n, now).Sub(now), 0)
 }
 
+// Stored answers for a job of key token just stored at seq, in one call:
+// the key's status, counting the job when the watch has not reported it
+// yet (Queued, Waiting), and how long from now until the job would start
+// (StartIn of its place among the key's fresh jobs: the last).
+func (d *Drainer) Stored(token string, seq uint64, now time.Time) (KeyStatus, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := d.keys[token]
+	var st KeyStatus
+	if k == nil {
+		st = KeyStatus{RoomIn: d.pace.Interval, Seen: d.seen}
+		k = &keyState{notified: math.MaxUint64} // its jobs come after every job seen
+	} else {
+		st = d.status(k, now)
+	}
+	fresh := max(st.Waiting-int64(st.Retrying), 0)
+	if seq > st.Seen {
+		st.Queued, st.Waiting, fresh = st.Queued+1, st.Waiting+1, fresh+1
+	}
+	return st, max(d.start(k, fresh, now).Sub(now), 0)
+}
+
 // start returns when k's n-th fresh job would start. d.mu must be held.
 func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
 	n = max(n, 1)

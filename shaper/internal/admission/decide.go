@@ -302,24 +302,19 @@ func unavailable(what string, err error) Decision {
 // accepted is the decision for a job stored at rec, with the key's depth
 // and the job's expected start from the drainer's schedule.
 func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now time.Time) Decision {
-	st := g.drained.Key(token, now)
+	st, eta := g.drained.Stored(token, rec.Seq, now) // the job counted, seen or not
 	if rec.Seq > st.Seen && !p.Total.IsZero() {
 		// Under a total cap the job's start depends on every key's jobs
 		// stored before it: wait (briefly) for the drainer to have seen
 		// them all, its own watch being a moment behind the store's ack.
 		ctx, cancel := context.WithTimeout(context.Background(), awaitSeen)
 		if g.drained.AwaitSeen(ctx, rec.Seq) {
-			st = g.drained.Key(token, now)
+			st, eta = g.drained.Stored(token, rec.Seq, now)
 		}
 		cancel()
 	}
-	queued, fresh := st.Queued, freshJobs(st)
-	if rec.Seq > st.Seen {
-		queued, fresh = queued+1, fresh+1 // the job, not yet seen by the drainer
-	}
-	queued = max(queued, 1)
+	queued := max(st.Queued, 1)
 	interval := p.Outflow.Interval()
-	eta := g.drained.StartIn(token, fresh, now)
 	return Decision{
 		Outcome:   Accepted,
 		ID:        rec.ID,

@@ -36,6 +36,7 @@ type Store interface {
 type View interface {
 	Key(token string, now time.Time) drain.KeyStatus
 	StartIn(token string, n int64, now time.Time) time.Duration
+	Stored(token string, seq uint64, now time.Time) (drain.KeyStatus, time.Duration)
 	AwaitSeen(ctx context.Context, seq uint64) bool
 	Active() bool
 }
