@@ -23,6 +23,7 @@ type recorder struct {
 	total   int
 	times   []time.Time            // arrival of every delivery
 	keyAt   map[string][]time.Time // key → arrival of each of its deliveries
+	firstAt map[string][]time.Time // key → arrival of each of its jobs' first deliveries
 	retries int                    // deliveries with Shaper-Attempt > 1
 	asyncEr string                 // first asynchronous error (a slow consumer drops messages)
 }
@@ -30,7 +31,7 @@ type recorder struct {
 // record subscribes to subject (such as "shaper.out.orders.>") at url.
 func record(t *testing.T, url, subject string) *recorder {
 	t.Helper()
-	r := &recorder{t: t, count: map[string]int{}, byKey: map[string][]string{}, keyAt: map[string][]time.Time{}}
+	r := &recorder{t: t, count: map[string]int{}, byKey: map[string][]string{}, keyAt: map[string][]time.Time{}, firstAt: map[string][]time.Time{}}
 	nc, err := nats.Connect(url,
 		nats.Name("integration recorder"),
 		nats.MaxReconnects(-1),
@@ -69,6 +70,7 @@ func (r *recorder) handle(m *nats.Msg) {
 	r.keyAt[key] = append(r.keyAt[key], now)
 	if r.count[id] == 1 {
 		r.byKey[key] = append(r.byKey[key], id)
+		r.firstAt[key] = append(r.firstAt[key], now)
 	}
 	if a := m.Header.Get("Shaper-Attempt"); a != "" && a != "1" {
 		r.retries++

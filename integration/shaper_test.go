@@ -26,7 +26,8 @@ type shaperConfig struct {
 	replicas   int    // external mode
 	redisURL   string // admission limiter state (external mode), redis://ADDR
 	shutdown   time.Duration
-	bin        string // the shaper binary; default the one TestMain built
+	leaseTTL   time.Duration // --lease-ttl; default the shaper's
+	bin        string        // the shaper binary; default the one TestMain built
 }
 
 // embeddedShaper returns the config of a shaper with embedded JetStream on
@@ -78,6 +79,9 @@ func launchShaper(t *testing.T, c shaperConfig) *proc {
 		}
 	} else {
 		args = append(args, "--data", c.data, "--nats-listen", c.natsListen)
+	}
+	if c.leaseTTL > 0 {
+		args = append(args, "--lease-ttl", c.leaseTTL.String())
 	}
 	if c.shutdown > 0 {
 		args = append(args, "--shutdown-timeout", c.shutdown.String())

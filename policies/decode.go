@@ -39,6 +39,8 @@ func (w *walker) policy(item *yaml.Node, flow bool) {
 			out.Overflow = field(w, key, k, v, flow, text[Overflow](w))
 		case "total":
 			out.Total = field(w, key, k, v, flow, w.total)
+		case "partitions":
+			out.Partitions = field(w, key, k, v, flow, w.integer)
 		case "deliver":
 			out.Deliver = w.deliver(k, v, flow)
 		case "retry":

@@ -29,6 +29,8 @@ type Patch struct {
 	Queue    Field[int]      `json:"queue,omitzero"`
 	Overflow Field[Overflow] `json:"overflow,omitzero"`
 	Total    Field[Rate]     `json:"total,omitzero"`
+	// Partitions is Policy.Partitions; a running shaper refuses a change.
+	Partitions Field[int] `json:"partitions,omitzero"`
 	// Deliver, Retry and Admit change the blocks of the same names, field by
 	// field.
 	Deliver Field[DeliverPatch] `json:"deliver,omitzero"`
@@ -85,14 +87,15 @@ type AdmitPatch struct {
 // the Resolve of the file's Patch merged with the override.
 func (p Patch) Merge(q Patch) Patch {
 	return Patch{
-		Name:     merge(p.Name, q.Name),
-		Outflow:  merge(p.Outflow, q.Outflow),
-		Queue:    merge(p.Queue, q.Queue),
-		Overflow: merge(p.Overflow, q.Overflow),
-		Total:    merge(p.Total, q.Total),
-		Deliver:  mergeBlock(p.Deliver, q.Deliver),
-		Retry:    mergeBlock(p.Retry, q.Retry),
-		Admit:    mergeBlock(p.Admit, q.Admit),
+		Name:       merge(p.Name, q.Name),
+		Outflow:    merge(p.Outflow, q.Outflow),
+		Queue:      merge(p.Queue, q.Queue),
+		Overflow:   merge(p.Overflow, q.Overflow),
+		Total:      merge(p.Total, q.Total),
+		Partitions: merge(p.Partitions, q.Partitions),
+		Deliver:    mergeBlock(p.Deliver, q.Deliver),
+		Retry:      mergeBlock(p.Retry, q.Retry),
+		Admit:      mergeBlock(p.Admit, q.Admit),
 	}
 }
 
@@ -150,6 +153,7 @@ func (p Patch) Paths() []string {
 	out = path(out, "queue", p.Queue)
 	out = path(out, "overflow", p.Overflow)
 	out = path(out, "total", p.Total)
+	out = path(out, "partitions", p.Partitions)
 	if d, ok := p.Deliver.Get(); ok {
 		out = path(out, "deliver.subject", d.Subject)
 		out = path(out, "deliver.stream", d.Stream)

@@ -108,7 +108,7 @@ func ParseOverride(data []byte) (Patch, error) {
 		return Patch{}, err
 	}
 	if _, whole := p.Name.Get(); whole {
-		p.Name, p.Deliver = Field[string]{}, Field[DeliverPatch]{}
+		p.Name, p.Deliver, p.Partitions = Field[string]{}, Field[DeliverPatch]{}, Field[int]{}
 		if p.Total.IsZero() {
 			p.Total = Value(Rate{})
 		}

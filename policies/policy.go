@@ -27,6 +27,7 @@ const (
 // Defaults applied by Parse and Set.With to fields a policy leaves out.
 const (
 	DefaultOverflow        = OverflowReject   // Policy.Overflow
+	DefaultPartitions      = 1                // Policy.Partitions (zero)
 	DefaultDeliverPrefix   = "shaper.out"     // deliveries go to DefaultDeliverPrefix.<policy>.<key>
 	DefaultWebhookTimeout  = 10 * time.Second // Deliver.Timeout
 	DefaultRetryAttempts   = 10               // Retry.Attempts
@@ -54,6 +55,12 @@ type Policy struct {
 	Overflow Overflow `json:"overflow"`
 	// Total caps the outflow over all keys of the policy; the zero Rate means no cap.
 	Total Rate `json:"total,omitzero"`
+	// Partitions is how many parts the policy's keys are drained in: each
+	// partition is drained by one shaper at a time, and the partitions are
+	// shared out over the live shapers. A total cap is split into equal
+	// shares. It cannot change while running. Zero means
+	// DefaultPartitions: read it with Parts.
+	Partitions int `json:"partitions,omitzero"`
 	// Deliver says where drained jobs go.
 	Deliver Deliver `json:"deliver"`
 	// Retry bounds deferred re-admission and delivery retries.
@@ -144,4 +151,13 @@ func (p Policy) DeliverSubject() string {
 		return p.Deliver.Subject
 	}
 	return DefaultDeliverPrefix + "." + p.Name
+}
+
+// Parts returns how many partitions the policy's keys are drained in:
+// Partitions, or DefaultPartitions when it is zero.
+func (p *Policy) Parts() int {
+	if p.Partitions == 0 {
+		return DefaultPartitions
+	}
+	return p.Partitions
 }

@@ -47,6 +47,11 @@ func (p Patch) resolve() (Policy, []*Error) {
 	need("queue", ok, fmt.Sprintf("want a whole number from %d to %d", minQueue, maxQueue))
 	pol.Overflow = p.Overflow.or(DefaultOverflow)
 	pol.Total = p.Total.or(Rate{})
+	pol.Partitions = p.Partitions.or(0)
+	if n, ok := p.Partitions.Get(); ok && n == 0 {
+		// Zero is the default in a Policy, but not a number of partitions.
+		errs = append(errs, &Error{Field: "partitions", Msg: fmt.Sprintf("0: want a whole number from 1 to %d", MaxPartitions)})
+	}
 
 	d, _ := p.Deliver.Get()
 	pol.Deliver = Deliver{
@@ -106,10 +111,11 @@ func (p Patch) resolve() (Policy, []*Error) {
 // left out when it is zero, every other field is set as it is.
 func patchOf(p Policy) Patch {
 	out := Patch{
-		Name:    Value(p.Name),
-		Outflow: Value(p.Outflow),
-		Queue:   Value(p.Queue),
-		Total:   Value(p.Total),
+		Name:       Value(p.Name),
+		Outflow:    Value(p.Outflow),
+		Queue:      Value(p.Queue),
+		Total:      Value(p.Total),
+		Partitions: nonZero(p.Partitions),
 		Deliver: Value(DeliverPatch{
 			Subject: nonZero(p.Deliver.Subject),
 			Stream:  Value(p.Deliver.Stream),
@@ -143,11 +149,12 @@ func patchOf(p Policy) Patch {
 // is p, but for the Line.
 func whole(p Policy) Patch {
 	out := Patch{
-		Name:     Value(p.Name),
-		Outflow:  Value(p.Outflow),
-		Queue:    Value(p.Queue),
-		Overflow: Value(p.Overflow),
-		Total:    Value(p.Total),
+		Name:       Value(p.Name),
+		Outflow:    Value(p.Outflow),
+		Queue:      Value(p.Queue),
+		Overflow:   Value(p.Overflow),
+		Total:      Value(p.Total),
+		Partitions: nonZero(p.Partitions),
 		Deliver: Value(DeliverPatch{
 			Subject: Value(p.Deliver.Subject),
 			Stream:  Value(p.Deliver.Stream),

@@ -18,6 +18,9 @@ const (
 	maxQueue = 1_000_000
 )
 
+// MaxPartitions bounds Policy.Partitions (the drain package's bound).
+const MaxPartitions = 256
+
 // maxStreamLen is the longest JetStream stream name the server accepts.
 const maxStreamLen = 255
 
@@ -64,6 +67,9 @@ func (p *Policy) validate() []*Error {
 		add("outflow", "missing: want a rate such as 20/s")
 	} else if err := p.Outflow.check(); err != nil {
 		add("outflow", "rate %s: %v", p.Outflow, err)
+	}
+	if p.Partitions < 0 || p.Partitions > MaxPartitions {
+		add("partitions", "%d: want a whole number from 1 to %d", p.Partitions, MaxPartitions)
 	}
 	if p.Queue < minQueue || p.Queue > maxQueue {
 		add("queue", "%d: want a whole number from %d to %d", p.Queue, minQueue, maxQueue)

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -29,6 +30,8 @@ const (
 	// DefaultLeaseTTL is how long a policy's drain stays with a shaper that
 	// stopped renewing its lease (the failover time).
 	DefaultLeaseTTL = cluster.DefaultLeaseTTL
+	// MinLeaseTTL is the shortest LeaseTTL accepted.
+	MinLeaseTTL = time.Second
 	// DefaultJobTTL is how long GET /v1/jobs/{id} knows a job after its last change.
 	DefaultJobTTL = jobs.DefaultTTL
 	// DefaultJobRecords bounds the job records kept (see Config.JobRecords).
@@ -180,6 +183,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseTTL < MinLeaseTTL {
+		return c, &ConfigError{Field: "LeaseTTL", Err: fmt.Errorf("%v: want at least %v: a lease is renewed every third of it, and a renewal must get through a JetStream write in that time", c.LeaseTTL, MinLeaseTTL)}
 	}
 	if c.JobTTL <= 0 {
 		c.JobTTL = DefaultJobTTL

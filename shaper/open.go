@@ -120,16 +120,17 @@ func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-ch
 	line.stopLease = cancel
 	s.policies.add(p.Name, line)
 	first := make(chan struct{})
-	s.background.Go(func() {
-		s.cluster.HoldLease(lctx, p.Name, func(holding bool, until time.Time) {
-			if holding {
-				line.HoldUntil(until) // the fence first: a renewal moves it on
-				line.SetActive(true)
-			} else {
-				line.SetActive(false) // the last fence stays
-			}
-		}, func() { close(first) })
-	})
+	if n := line.Drain.Partitions(); n > 1 {
+		s.background.Go(func() {
+			s.cluster.HoldPartitions(lctx, p.Name, n, line.SetPartition, func() { close(first) })
+		})
+	} else {
+		s.background.Go(func() {
+			s.cluster.HoldLease(lctx, p.Name, func(holding bool, until time.Time) {
+				line.SetPartition(0, holding, until) // the fence first; a loss keeps the last
+			}, func() { close(first) })
+		})
+	}
 	s.background.Go(func() { s.jobs.KeepHorizon(lctx, p.Name, line.queue) })
 	return first, nil
 }

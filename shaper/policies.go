@@ -160,6 +160,9 @@ func (t *table) waiting(policy string) string {
 // errDeliver refuses a live change of where jobs are delivered.
 var errDeliver = errors.New("deliver cannot change while running: edit the policy file and restart")
 
+// errPartitions refuses a live change of the number of partitions.
+var errPartitions = errors.New("partitions cannot change while running: edit the policy file and restart the shapers")
+
 // override makes p, stored at revision rev of the overrides bucket, the
 // live override of policy name (nil: none, back to the file), unless an
 // override as new or newer was applied (rev not above it; rev 0, nothing
@@ -245,6 +248,7 @@ func (t *table) refresh(ctx context.Context, name string, log *slog.Logger) erro
 		return err
 	}
 	p.Deliver = line.Policy().Deliver
+	p.Partitions = line.Policy().Partitions // both change only with a restart
 	return t.apply(ctx, line, p, !over.IsEmpty(), log)
 }
 

@@ -109,11 +109,13 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		}
 		over := s.policies.overrideOf(p.Name)
 		var held []string
-		deliver := false
+		deliver, partitions := false, false
 		for _, c := range fileChanges {
 			switch {
 			case strings.HasPrefix(c.Field, "deliver."):
 				deliver = true
+			case c.Field == "partitions":
+				partitions = true
 			case over.Covers(c.Field):
 				held = append(held, c.String())
 			}
@@ -124,6 +126,9 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		}
 		if deliver {
 			s.warn(&rep, p.Name+": the delivery target changed: restart the shaper to apply it")
+		}
+		if partitions {
+			s.warn(&rep, p.Name+": the number of partitions changed: restart every shaper to apply it")
 		}
 		live := *line.Policy()
 		if err := s.policies.refresh(ctx, p.Name, s.log); err != nil {

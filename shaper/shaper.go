@@ -240,6 +240,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	}
 	s.background.Go(func() { s.recorder.Run(runCtx) })
 	s.serving.Store(true)
+	s.cluster.SetReady() // partitions are shared out to this shaper from now on
 	close(s.ready)
 	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.policies.names()),
 		"operator_page", "http://"+s.HTTPAddr()+"/ui/")

@@ -42,8 +42,16 @@ type PolicyStatus struct {
 	// their path in the policy file ("retry.attempts"; "admit" when it is
 	// off); the others are the file's.
 	Overridden []string `json:"overridden,omitempty"`
-	Draining   bool     `json:"draining"`  // this shaper holds the policy's drain lease
+	Draining   bool     `json:"draining"`  // this shaper holds the policy's drain lease (of one partition at least)
 	InFlight   int      `json:"in_flight"` // deliveries in progress
+	// Partitions is how many partitions the policy is drained in, and
+	// DrainingPartitions those this shaper drains (Policy.Partitions).
+	Partitions         int   `json:"partitions"`
+	DrainingPartitions []int `json:"draining_partitions"`
+	// Drainers names, for each partition, the shaper holding its drain
+	// lease ("" when none does): read from the cluster by the HTTP API,
+	// at most a second old.
+	Drainers []string `json:"drainers,omitempty"`
 }
 
 // status returns every policy with its live figures, sorted by name.
@@ -93,7 +101,9 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 		Overridden:  t.overrideOf(name).Paths(),
 		Draining:    line.Drain.Active(),
 		InFlight:    ds.InFlight,
+		Partitions:  line.Drain.Partitions(),
 	}
+	st.DrainingPartitions = append([]int{}, line.Drain.ActiveParts()...)
 	t.mu.RLock()
 	deadCount := t.deadCount
 	t.mu.RUnlock()
@@ -113,10 +123,14 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 // Overrides are stored in c, for every shaper. Tuning is behind admin.
 func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Guard, log *slog.Logger) {
 	mux.HandleFunc("GET /v1/policies", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": t.status(r.Context())})
+		all := t.status(r.Context())
+		for i := range all {
+			all[i].Drainers = c.Drainers(r.Context(), all[i].Name, all[i].Partitions)
+		}
+		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": all})
 	})
 	mux.HandleFunc("GET /v1/policies/{name}", func(w http.ResponseWriter, r *http.Request) {
-		t.writeStatus(w, r, r.PathValue("name"))
+		t.writeStatus(w, r, c, r.PathValue("name"))
 	})
 	mux.HandleFunc("PUT /v1/policies/{name}", admin(func(w http.ResponseWriter, r *http.Request) {
 		t.handlePut(w, r, c, log)
@@ -138,16 +152,17 @@ func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Gua
 			httpapi.Unavailable(w, "backend", err)
 			return
 		}
-		t.writeStatus(w, r, name)
+		t.writeStatus(w, r, c, name)
 	}))
 }
 
-func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, name string) {
+func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, c *cluster.Cluster, name string) {
 	st, ok := t.policyStatus(r.Context(), name)
 	if !ok {
 		httpapi.Error(w, http.StatusNotFound, httpapi.UnknownPolicy(name, t.names()))
 		return
 	}
+	st.Drainers = c.Drainers(r.Context(), name, st.Partitions)
 	httpapi.WriteJSON(w, http.StatusOK, st)
 }
 
@@ -194,6 +209,12 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 			}
 		}
 		next.Deliver = policies.Field[policies.DeliverPatch]{} // never stored: it cannot change
+		if !change.Partitions.IsZero() {
+			if p, err := t.compose(name, next); err == nil && p.Parts() != line.Policy().Parts() {
+				return next, refused{errPartitions}
+			}
+		}
+		next.Partitions = policies.Field[int]{} // never stored either
 		if _, err := t.compose(name, next); err != nil {
 			return next, refused{err}
 		}
@@ -213,7 +234,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 		httpapi.Unavailable(w, "backend", err)
 		return
 	}
-	t.writeStatus(w, r, name)
+	t.writeStatus(w, r, c, name)
 }
 
 // inPolicy words err about policy name, naming the policy once in each of

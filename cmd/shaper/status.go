@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -76,7 +78,39 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	if overridden {
 		fmt.Fprintln(w, "* tuned live: differs from the policy file (shaper policies reset NAME)")
 	}
+	for _, p := range all {
+		if line := drainedBy(p); line != "" {
+			fmt.Fprintf(w, "drainers of %s: %s\n", p.Name, line)
+		}
+	}
 	return nil
+}
+
+// drainedBy says which shaper drains which partitions of p, as its
+// drain leases say: "shaper-a (0 2 4), shaper-b (1 3)", or "nobody".
+func drainedBy(p client.Policy) string {
+	if len(p.Drainers) == 0 {
+		return ""
+	}
+	var order []string
+	parts := map[string][]string{}
+	for i, who := range p.Drainers {
+		if who == "" {
+			who = "nobody"
+		}
+		if parts[who] == nil {
+			order = append(order, who)
+		}
+		parts[who] = append(parts[who], strconv.Itoa(i))
+	}
+	if len(p.Drainers) == 1 {
+		return order[0]
+	}
+	out := make([]string, len(order))
+	for i, who := range order {
+		out[i] = fmt.Sprintf("%s (partitions %s)", who, strings.Join(parts[who], " "))
+	}
+	return strings.Join(out, ", ")
 }
 
 // watchStatus shows the status every interval until the command is

@@ -211,6 +211,13 @@ type Policy struct {
 	// InFlight is how many of its deliveries are in progress.
 	Draining bool `json:"draining"`
 	InFlight int  `json:"in_flight"`
+	// Partitions is how many partitions the policy is drained in;
+	// DrainingPartitions are those the answering shaper drains, and
+	// Drainers names the shaper holding each partition's lease ("" for
+	// none), as the cluster's leases say.
+	Partitions         int      `json:"partitions"`
+	DrainingPartitions []int    `json:"draining_partitions"`
+	Drainers           []string `json:"drainers,omitempty"`
 }
 
 // PolicyChange is the body of PUT /v1/policies/{name}: a JSON merge patch

@@ -50,7 +50,8 @@ type rig struct {
 	clock      *clock
 	gate       *admission.Gate
 	q, dq      *drain.MemQueue
-	main, dfr  *drain.Drainer
+	main       *drain.Group
+	dfr        *drain.Drainer
 	line       *pipeline.Pipeline
 	mu         sync.Mutex
 	delivered  []string

@@ -74,6 +74,10 @@ type Cluster struct {
 	leases    jetstream.KeyValue
 	overrides jetstream.KeyValue
 	shapers   atomic.Int64
+	members   membersState
+	ready     atomic.Bool   // SetReady was called
+	kick      chan struct{} // SetReady's word to KeepMembership
+	drainers  drainersCache
 	me        Member // set by Claim
 }
 
@@ -88,7 +92,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, er
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1)}
 	var err error
 	c.leases, err = bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      leaseBucket,
@@ -131,21 +135,41 @@ func memberKey(instance string) string {
 	return "member." + hex.EncodeToString(sum[:8])
 }
 
-// KeepMembership renews this shaper's member entry (made by Claim) and
-// recounts the shapers every LeaseTTL/3 until ctx ends, then withdraws.
+// SetReady says that this shaper serves every policy: from now on the
+// partitions of policies are shared out to it (HoldPartitions), which it
+// stands by for already.
+func (c *Cluster) SetReady() {
+	c.ready.Store(true)
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// KeepMembership renews this shaper's member entry (made by Claim), and
+// once it is ready (SetReady) its ready entry, every LeaseTTL/3, and
+// reads the members every LeaseTTL/6, until ctx ends; then it withdraws.
 func (c *Cluster) KeepMembership(ctx context.Context) {
-	key := memberKey(c.cfg.Instance)
-	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
+	key, readyKey := memberKey(c.cfg.Instance), "ready."+c.Self()
+	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
 	defer tick.Stop()
+	var renewed time.Time
+	wasReady := false
 	for {
-		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
 		me, _ := json.Marshal(c.me)
-		if _, err := c.leases.Put(cctx, key, me); err == nil {
-			if l, err := c.leases.ListKeysFiltered(cctx, "member.*"); err == nil {
-				n := int64(0)
-				for range l.Keys() {
-					n++
-				}
+		var err error
+		ready := c.ready.Load()
+		if time.Since(renewed) >= c.cfg.LeaseTTL/3-c.cfg.LeaseTTL/12 || ready != wasReady {
+			if _, err = c.leases.Put(cctx, key, me); err == nil && ready {
+				_, err = c.leases.Put(cctx, readyKey, me)
+			}
+			if err == nil {
+				renewed, wasReady = time.Now(), ready
+			}
+		}
+		if err == nil {
+			if n, err := c.readMembers(cctx); err == nil {
 				if old := c.shapers.Swap(n); old != n && old != 0 {
 					c.log.Info("shapers on the cluster changed", "shapers", n)
 				}
@@ -155,11 +179,13 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+			c.leases.Delete(dctx, readyKey)
 			c.leases.Delete(dctx, key)
 			dcancel()
 			claims.Delete(c.me.Nonce)
 			return
 		case <-tick.C:
+		case <-c.kick:
 		}
 	}
 }

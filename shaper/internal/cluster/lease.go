@@ -40,7 +40,14 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // first is called once the first attempt is over, so that a lone shaper
 // drains from the moment it is ready.
 func (c *Cluster) HoldLease(ctx context.Context, name string, held func(holding bool, until time.Time), first func()) {
+	c.holdLease(ctx, name, false, held, first)
+}
+
+// holdLease is HoldLease; an eager standby looks at the entry every
+// LeaseTTL/30 even while its holder renews it.
+func (c *Cluster) holdLease(ctx context.Context, name string, eager bool, held func(holding bool, until time.Time), first func()) {
 	m := newLeaseMachine(c.cfg.LeaseTTL, c.cfg.Instance, nuid.Next())
+	m.eager = eager
 	clock := c.cfg.Clock
 	var (
 		holding bool

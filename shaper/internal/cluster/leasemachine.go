@@ -216,6 +216,12 @@ type leaseMachine struct {
 
 	pending phase     // the call in flight
 	sent    time.Time // when it was sent
+
+	// eager makes a standby look every watch period even at an entry
+	// whose holder renews it: a shaper the partition is handed over to
+	// (see Cluster.HoldPartitions) takes it the moment the holder's
+	// graceful release deleted it.
+	eager bool
 }
 
 // newLeaseMachine returns the machine of a shaper named instance, in its
@@ -325,6 +331,9 @@ func (m *leaseMachine) look(now time.Time, rev uint64, value []byte) leaseAction
 	}
 	if rev != m.otherRev {
 		m.otherRev, m.otherSince, m.otherMoved = rev, now, true
+		if m.eager {
+			return leaseAction{wake: now.Add(m.t.watch)}.with(a) // handed over soon
+		}
 		return leaseAction{wake: now.Add(m.t.renew)}.with(a) // its holder renews it
 	}
 	m.otherMoved = false

@@ -8,6 +8,10 @@
 //
 // A live policy change goes through SetPolicy, which applies it to the
 // gate and to both drainers' paces at once.
+//
+// The queue is drained in the policy's partitions (drain.Group): a shaper
+// holds the lease of some of them and delivers those (SetPartition). The
+// deferred jobs are re-admitted by the holder of partition 0.
 package pipeline
 
 import (
@@ -81,8 +85,9 @@ type Config struct {
 type Pipeline struct {
 	// Gate decides every submission and re-admission.
 	Gate *admission.Gate
-	// Drain delivers the queue's jobs to the sink.
-	Drain *drain.Drainer
+	// Drain delivers the queue's jobs to the sink, in the policy's
+	// partitions.
+	Drain *drain.Group
 	// DeferDrain re-admits deferred jobs into the queue when their key has
 	// room (Gate.Readmitter).
 	DeferDrain *drain.Drainer
@@ -110,7 +115,7 @@ func New(p policies.Policy, q, deferred Queue, sink drain.Sink, cfg Config) (*Pi
 		logger = slog.New(slog.DiscardHandler)
 	}
 	l := &Pipeline{Gate: gate}
-	l.Drain = drain.New(q, sink, Pace(p), drain.Config{
+	l.Drain = drain.NewGroup(q, p.Parts(), sink, Pace(p), drain.Config{
 		Workers:    cfg.Workers,
 		Clock:      cfg.Clock,
 		Jitter:     cfg.Jitter,
@@ -183,19 +188,55 @@ func (l *Pipeline) Start(ctx context.Context) {
 	l.DeferDrain.Start(ctx)
 }
 
-// SetActive starts (true) or stops (false) deliveries and re-admissions:
-// this shaper took or lost the policy's drain lease.
+// SetActive starts (true) or stops (false) the deliveries of every
+// partition and the re-admissions.
 func (l *Pipeline) SetActive(on bool) {
-	l.Drain.SetActive(on)
+	l.Drain.SetAllActive(on)
 	l.DeferDrain.SetActive(on)
 }
 
-// HoldUntil bounds deliveries and re-admissions to the end of the policy's
-// drain lease (drain.Drainer.HoldUntil); the zero time removes the bound.
+// HoldUntil bounds the deliveries of every partition and the re-admissions
+// (drain.Drainer.HoldUntil); the zero time removes the bound.
 func (l *Pipeline) HoldUntil(until time.Time) {
-	l.Drain.HoldUntil(until)
+	for i := range l.Drain.Partitions() {
+		l.Drain.HoldUntil(i, until)
+	}
 	l.DeferDrain.HoldUntil(until)
 }
+
+// SetPartition says that this shaper holds (until the end of its holding)
+// or no longer holds partition i's drain lease: the bound first, then the
+// deliveries start; or they stop, the steps in flight end and the slots
+// of the jobs delivered are freed (drain.Drainer.Release, for at most
+// releaseTimeout), so that the next holder delivers none of them again;
+// the last bound stays. The holder of partition 0 also re-admits the
+// deferred jobs.
+func (l *Pipeline) SetPartition(i int, holding bool, until time.Time) {
+	if holding {
+		l.Drain.HoldUntil(i, until)
+		if i == 0 {
+			l.DeferDrain.HoldUntil(until)
+		}
+		l.Drain.SetActive(i, true)
+		if i == 0 {
+			l.DeferDrain.SetActive(true)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Drain.Part(i).Release(ctx) })
+	if i == 0 {
+		wg.Go(func() { l.DeferDrain.Release(ctx) })
+	}
+	wg.Wait()
+}
+
+// releaseTimeout bounds how long a shaper giving a partition up waits for
+// its deliveries in flight and frees the slots of the jobs delivered,
+// before the lease goes to the next holder.
+const releaseTimeout = 2 * time.Second
 
 // Active reports whether the pipeline delivers.
 func (l *Pipeline) Active() bool { return l.Drain.Active() }
@@ -205,12 +246,14 @@ func (l *Pipeline) Active() bool { return l.Drain.Active() }
 func (l *Pipeline) Stop(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, d := range []*drain.Drainer{l.Drain, l.DeferDrain} {
-		wg.Go(func() {
-			errs[i] = d.Drain(ctx)
-			d.Stop()
-		})
-	}
+	wg.Go(func() {
+		errs[0] = l.Drain.Drain(ctx)
+		l.Drain.Stop()
+	})
+	wg.Go(func() {
+		errs[1] = l.DeferDrain.Drain(ctx)
+		l.DeferDrain.Stop()
+	})
 	wg.Wait()
 	return errors.Join(errs...)
 }

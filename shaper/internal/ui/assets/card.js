@@ -71,7 +71,14 @@ export class PolicyCard {
     this.figure('lateness', fmt.ms(late), late == null ? 'nothing delivered lately' : 'p99, slot to start');
 
     const drain = this.root.querySelector('.badge.drain');
-    drain.textContent = p.draining ? 'drained here' : 'drained by another shaper';
+    if (p.partitions > 1) {
+      const here = p.draining_partitions || [];
+      drain.textContent = here.length ? `drains ${here.length} of ${p.partitions} partitions here` : `${p.partitions} partitions, drained by other shapers`;
+      drain.title = (p.drainers || []).map((who, i) => `partition ${i}: ${who || 'nobody'}`).join('\n');
+    } else {
+      drain.textContent = p.draining ? 'drained here' : 'drained by another shaper';
+      drain.title = p.drainers && p.drainers[0] ? `drained by ${p.drainers[0]}` : '';
+    }
     drain.classList.toggle('elsewhere', !p.draining);
     this.root.querySelector('.badge.override').hidden = !p.override;
     this.showSettings();

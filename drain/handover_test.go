@@ -1,0 +1,71 @@
+package drain_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// A partition handed over gracefully between two Groups on one JetStream
+// queue (two shapers): the first releases it (its deliveries in flight end
+// and the slots of its delivered jobs are freed), the second takes it, and
+// no job is delivered twice; the second delivers again at once, and every
+// job is delivered.
+func TestGroupHandOverOnJetStream(t *testing.T) {
+	const parts, keys, perKey = 4, 200, 4
+	p := policy(t, "2/s", 10)
+	r := newRig(t, p, drain.NATSConfig{})
+	r.d.Stop() // the rig's own drainer: two Groups drain here instead
+	var all []string
+	for k := range keys {
+		all = append(all, r.admit(fmt.Sprintf("k%03d", k), perKey)...)
+	}
+	a := drain.NewGroup(r.q, parts, r.sink(drain.NATSConfig{}), paceOf(p), drain.Config{Passive: true})
+	b := drain.NewGroup(r.q, parts, r.sink(drain.NATSConfig{}), paceOf(p), drain.Config{Passive: true})
+	t.Cleanup(a.Stop)
+	t.Cleanup(b.Stop)
+	ctx := context.Background()
+	a.Start(ctx)
+	b.Start(ctx)
+	a.SetAllActive(true)
+	r.wait(keys*2, 30*time.Second) // every key's first two jobs (one second)
+
+	const moved = 2
+	ctxR, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := a.Part(moved).Release(ctxR); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	released := time.Since(start)
+	before := len(r.deliveries())
+	taken := time.Now()
+	b.SetActive(moved, true)
+	var first time.Duration
+	waitFor(t, 10*time.Second, "the new holder's first delivery", func() bool {
+		for _, d := range r.deliveries()[before:] {
+			if tok, _ := queue.EncodeKey(d.key); drain.PartitionOf(tok, parts) == moved {
+				first = d.at.Sub(taken)
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("partition %d released in %v (deliveries in flight ended, delivered jobs' slots freed); the new holder delivered %v after taking it",
+		moved, released.Round(time.Millisecond), first.Round(time.Millisecond))
+	if first > 500*time.Millisecond {
+		t.Errorf("the new holder's first delivery came %v after it took the partition, want within a slot (500ms)", first)
+	}
+	ds := r.wait(len(all), 60*time.Second)
+	seen := map[string]int{}
+	for _, d := range ds {
+		seen[d.id]++
+		if seen[d.id] > 1 {
+			t.Errorf("job %s delivered twice across a graceful hand-over", d.id)
+		}
+	}
+}

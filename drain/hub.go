@@ -1,0 +1,168 @@
+package drain
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// hub is what the partitions of a Group share of their queue: one watch,
+// whose notices each go to the partition of their key, and one count of
+// the queue's depths, split by partition. Each partition's Drainer sees
+// the queue through a view of its own.
+type hub struct {
+	q Queue
+	n int
+
+	mu         sync.Mutex
+	fns        []func(queue.Notice) // each partition's watcher, once registered
+	registered int
+	seen       uint64        // highest sequence dispatched
+	seenMore   chan struct{} // closed when seen grows, made by awaitSeen
+
+	depthMu sync.Mutex
+	depthAt time.Time
+	depths  []map[string]uint64 // by partition, read at depthAt
+}
+
+// depthsFresh is how long one count of the queue's depths serves the
+// partitions asking for it: each passive partition asks every
+// resyncPeriod, and one read answers them all.
+const depthsFresh = time.Second
+
+func newHub(q Queue, n int) *hub {
+	return &hub{q: q, n: n, fns: make([]func(queue.Notice), n)}
+}
+
+// view returns partition i's view of the queue: a syncView when the queue
+// reports jobs from the call storing them (MemQueue), so that a driven
+// Group stays deterministic.
+func (h *hub) view(i int) Queue {
+	v := &view{hub: h, i: i}
+	if _, ok := h.q.(syncWatcher); ok {
+		return &syncView{v}
+	}
+	return v
+}
+
+// register records partition i's watcher and reports whether it was the
+// last one missing: then the watch of the queue may start.
+func (h *hub) register(i int, fn func(queue.Notice)) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fns[i] == nil {
+		h.registered++
+	}
+	h.fns[i] = fn
+	return h.registered == h.n
+}
+
+// dispatch tells the partition of n's key of it. The queue's watch calls
+// it one notice at a time, in order.
+func (h *hub) dispatch(n queue.Notice) {
+	h.mu.Lock()
+	fn := h.fns[PartitionOf(n.Token, h.n)]
+	h.mu.Unlock()
+	fn(n)
+	h.mu.Lock()
+	if n.Seq > h.seen {
+		h.seen = n.Seq
+		if h.seenMore != nil {
+			close(h.seenMore)
+			h.seenMore = nil
+		}
+	}
+	h.mu.Unlock()
+}
+
+// awaitSeen waits until the job at seq was dispatched to its partition,
+// and reports whether it was before ctx ended.
+func (h *hub) awaitSeen(ctx context.Context, seq uint64) bool {
+	for {
+		h.mu.Lock()
+		if h.seen >= seq {
+			h.mu.Unlock()
+			return true
+		}
+		if h.seenMore == nil {
+			h.seenMore = make(chan struct{})
+		}
+		more := h.seenMore
+		h.mu.Unlock()
+		select {
+		case <-more:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// tokenDepths returns partition i's part of the queue's depths, read at
+// most depthsFresh ago.
+func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error) {
+	h.depthMu.Lock()
+	defer h.depthMu.Unlock()
+	if h.depths == nil || time.Since(h.depthAt) > depthsFresh {
+		all, err := h.q.TokenDepths(ctx)
+		if err != nil {
+			return nil, err
+		}
+		split := make([]map[string]uint64, h.n)
+		for p := range split {
+			split[p] = make(map[string]uint64)
+		}
+		for token, n := range all {
+			split[PartitionOf(token, h.n)][token] = n
+		}
+		h.depths, h.depthAt = split, time.Now()
+	}
+	return h.depths[i], nil
+}
+
+// view is one partition's Queue: the queue itself, but for its watch and
+// depths, which are its keys' only.
+type view struct {
+	*hub
+	i int
+}
+
+func (v *view) Policy() string { return v.q.Policy() }
+
+// Watch registers the partition's watcher; the last partition to register
+// runs the queue's watch for all of them, until its ctx ends (the
+// partitions of a Group start and stop together).
+func (v *view) Watch(ctx context.Context, fn func(queue.Notice)) error {
+	if v.register(v.i, fn) {
+		return v.q.Watch(ctx, v.dispatch)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (v *view) Get(ctx context.Context, token string, seq uint64) (*queue.Msg, error) {
+	return v.q.Get(ctx, token, seq)
+}
+
+func (v *view) Next(ctx context.Context, token string, from uint64) (*queue.Msg, error) {
+	return v.q.Next(ctx, token, from)
+}
+
+func (v *view) LastSeq(ctx context.Context) (uint64, error) { return v.q.LastSeq(ctx) }
+
+func (v *view) Remove(ctx context.Context, seq uint64) error { return v.q.Remove(ctx, seq) }
+
+func (v *view) TokenDepths(ctx context.Context) (map[string]uint64, error) {
+	return v.tokenDepths(ctx, v.i)
+}
+
+// syncView is a view of a queue that reports jobs from the call storing
+// them: the last partition to register starts that report for all.
+type syncView struct{ *view }
+
+func (v *syncView) watchNow(ctx context.Context, fn func(queue.Notice)) {
+	if v.register(v.i, fn) {
+		v.q.(syncWatcher).watchNow(ctx, v.dispatch)
+	}
+}

@@ -1,0 +1,91 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Release hands the Drainer's keys over to another drainer: it stops
+// deliveries (SetActive(false)), waits until the steps in flight have
+// ended, and frees the slots of the jobs delivered, which a drainer keeps
+// for a while after each delivery (Config.MaxSlotHold): the next drainer
+// of the keys then finds only jobs not yet delivered. Call it before
+// giving the drain lease up, so that a graceful hand-over delivers no job
+// twice. It returns early with ctx's error, leaving those slots to the
+// next drainer (which delivers their jobs again, as after a crash).
+func (d *Drainer) Release(ctx context.Context) error {
+	d.SetActive(false)
+	for {
+		d.mu.Lock()
+		busy := d.inflight
+		d.mu.Unlock()
+		if busy == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	d.mu.Lock()
+	var keys []*keyState
+	var seqs []uint64
+	for _, k := range d.keys {
+		if len(k.pend) > 0 && !k.busy {
+			keys = append(keys, k)
+			seqs = append(seqs, k.pend...)
+		}
+	}
+	d.mu.Unlock()
+	if err := removeAll(ctx, d.q, seqs); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.clock.Now()
+	for _, k := range keys {
+		if k.busy || d.active {
+			continue // taken again meanwhile: its own steps free its slots
+		}
+		if n := k.freed(len(k.pend)); n > 0 {
+			d.queued -= int64(n)
+			k.freedAt = now
+		}
+	}
+	return nil
+}
+
+// releaseRemovals bounds the removals in flight at once when a Drainer
+// releases its keys: one after another, a hand-over of a thousand keys
+// would wait a thousand round trips.
+const releaseRemovals = 32
+
+// removeAll removes the jobs at seqs from q, releaseRemovals at a time.
+func removeAll(ctx context.Context, q Queue, seqs []uint64) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	next := make(chan uint64)
+	for range min(releaseRemovals, len(seqs)) {
+		wg.Go(func() {
+			for seq := range next {
+				if err := q.Remove(ctx, seq); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, seq := range seqs {
+		next <- seq
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}

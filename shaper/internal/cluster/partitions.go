@@ -1,0 +1,230 @@
+package cluster
+
+import (
+	"context"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A policy drained in n > 1 partitions has one lease per partition,
+// <policy>.p<i>, and the partitions are shared out over the live shapers:
+// each shaper holds the leases of the partitions Assign gives it by the
+// membership it reads (every LeaseTTL/6), releases those it is no longer
+// given (a graceful release: the entry is deleted), and stands by eagerly
+// for those given to it that another shaper still holds, taking each the
+// moment it is released or expires. A shaper that dies is noticed when
+// its membership entry expires, LeaseTTL after its last renewal at most
+// (that is when its loss is certain), and its partitions' new holders
+// take their leases as each expires, within LeaseTTL/30 of it. The leases
+// keep their guarantee, whatever the shapers think of the membership: two
+// shapers that disagree for a moment both stand by for one partition, and
+// one of them holds it.
+
+// membersState is the live shapers' member ids as last read.
+type membersState struct {
+	mu      sync.Mutex
+	ids     []string      // sorted
+	changed chan struct{} // closed when ids changes
+}
+
+// Self returns this shaper's member id, the one Members lists for it.
+func (c *Cluster) Self() string { return strings.TrimPrefix(memberKey(c.cfg.Instance), "member.") }
+
+// Members returns the member ids of the live shapers that are ready
+// (SetReady) as last read (sorted), and a channel closed when they
+// change.
+func (c *Cluster) Members() ([]string, <-chan struct{}) {
+	c.members.mu.Lock()
+	defer c.members.mu.Unlock()
+	if c.members.changed == nil {
+		c.members.changed = make(chan struct{})
+	}
+	return c.members.ids, c.members.changed
+}
+
+// setMembers records the member ids read, and reports whether they
+// changed.
+func (c *Cluster) setMembers(ids []string) bool {
+	slices.Sort(ids)
+	c.members.mu.Lock()
+	defer c.members.mu.Unlock()
+	if slices.Equal(ids, c.members.ids) {
+		return false
+	}
+	c.members.ids = ids
+	if c.members.changed != nil {
+		close(c.members.changed)
+		c.members.changed = nil
+	}
+	return true
+}
+
+// readMembers reads the member entries: it records the ids of the ready
+// shapers (Members), and returns how many shapers are alive, ready or not.
+func (c *Cluster) readMembers(ctx context.Context) (alive int64, err error) {
+	l, err := c.leases.ListKeysFiltered(ctx, "member.*", "ready.*")
+	if err != nil {
+		return 0, err
+	}
+	var ids []string
+	for k := range l.Keys() {
+		if id, ok := strings.CutPrefix(k, "ready."); ok {
+			ids = append(ids, id)
+		} else {
+			alive++
+		}
+	}
+	c.setMembers(ids)
+	return alive, nil
+}
+
+// PartitionLease returns the name of the lease of partition i of n of
+// policy: the policy's name with one partition (the lease of releases
+// before partitions), <policy>.p<i> with more.
+func PartitionLease(policy string, i, n int) string {
+	if n <= 1 {
+		return policy
+	}
+	return policy + ".p" + strconv.Itoa(i)
+}
+
+// Assign returns which of the n partitions of policy the member self
+// drains among the live members: partition i goes to the member at
+// (i + h) mod m in the sorted list, h a hash of the policy's name, so
+// that every member gets ⌊n/m⌋ or ⌈n/m⌉ partitions and the policies'
+// extra partitions fall on different members. A self not among members
+// (its entry not read yet) counts as one of them.
+func Assign(policy string, n int, members []string, self string) []bool {
+	if !slices.Contains(members, self) {
+		members = append(slices.Clone(members), self)
+		slices.Sort(members)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(policy))
+	off := int(h.Sum32() % uint32(len(members)))
+	mine := make([]bool, n)
+	for i := range n {
+		mine[i] = members[(i+off)%len(members)] == self
+	}
+	return mine
+}
+
+// HoldPartitions holds the leases of the partitions of policy name (n >
+// 1) that Assign gives this shaper, following the membership, until ctx
+// ends; then it releases them. held(i, …) is HoldLease's held for
+// partition i, called from one goroutine per partition. first is called
+// once the first attempt at each partition given at the start is over.
+func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held func(i int, holding bool, until time.Time), first func()) {
+	type holding struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	running := make([]*holding, n)
+	defer func() {
+		for _, h := range running {
+			if h != nil {
+				<-h.done // each released its lease when ctx ended
+			}
+		}
+	}()
+	var firsts sync.WaitGroup
+	start := true
+	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
+	defer tick.Stop()
+	for {
+		members, changed := c.Members()
+		if start {
+			rctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
+			c.readMembers(rctx)
+			cancel()
+			members, changed = c.Members()
+		}
+		mine := Assign(name, n, members, c.Self())
+		for i, h := range running {
+			if h != nil && closed(h.done) {
+				running[i], h = nil, nil
+			}
+			switch {
+			case h != nil && !mine[i]:
+				h.cancel() // released at once; given back, restarted once done
+			case h == nil && mine[i]:
+				hctx, cancel := context.WithCancel(ctx)
+				h = &holding{cancel: cancel, done: make(chan struct{})}
+				running[i] = h
+				var once func()
+				if start {
+					firsts.Add(1)
+					once = firsts.Done
+				}
+				go func() {
+					defer close(h.done)
+					c.holdLease(hctx, PartitionLease(name, i, n), true, func(on bool, until time.Time) {
+						held(i, on, until)
+					}, once)
+				}()
+			}
+		}
+		if start {
+			start = false
+			firsts.Wait()
+			first()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// drainersFresh is how long Drainers answers from its last read.
+const drainersFresh = time.Second
+
+// drainersCache is Drainers' last read, per policy.
+type drainersCache struct {
+	mu   sync.Mutex
+	read map[string]drainersRead
+}
+
+type drainersRead struct {
+	at      time.Time
+	holders []string
+}
+
+// Drainers returns, for each of the n partitions of policy name, the
+// instance id of the shaper holding its lease ("" when none does), as
+// read from the leases bucket at most a second ago.
+func (c *Cluster) Drainers(ctx context.Context, name string, n int) []string {
+	c.drainers.mu.Lock()
+	defer c.drainers.mu.Unlock()
+	if r, ok := c.drainers.read[name]; ok && len(r.holders) == n && time.Since(r.at) < drainersFresh {
+		return r.holders
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	holders := make([]string, n)
+	for i := range n {
+		if e, err := c.leases.Get(ctx, PartitionLease(name, i, n)); err == nil {
+			holders[i] = parseHolder(e.Value()).Instance
+		}
+	}
+	if c.drainers.read == nil {
+		c.drainers.read = map[string]drainersRead{}
+	}
+	c.drainers.read[name] = drainersRead{at: time.Now(), holders: holders}
+	return holders
+}
