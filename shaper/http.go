@@ -38,7 +38,7 @@ func (s *Shaper) Handler() http.Handler {
 	if s.cfg.SubmitToken != "" {
 		submit = httpapi.Bearer(s.cfg.SubmitToken, "submission")
 	}
-	mux := http.NewServeMux()
+	mux := httpapi.NewMux() // remembers its patterns: docs/api.md is checked against them
 	s.ingress.Routes(mux, submit)
 	s.policies.routes(mux, s.cluster, admin, s.log)
 	s.dead.Routes(mux, admin)
@@ -46,7 +46,7 @@ func (s *Shaper) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/jobs/{id}", submit(s.jobs.Handler(s.policies.queueOf, s.policies.waiting)))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("POST /v1/reload", admin(s.handleReload))
-	mux.HandleFunc("/", httpapi.NotFound(mux)) // unknown routes and methods: problem details too
+	mux.HandleFunc("/", httpapi.NotFound(mux.ServeMux)) // unknown routes and methods: problem details too
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})

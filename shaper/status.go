@@ -111,7 +111,7 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 //	DELETE /v1/policies/{name}/override  back to the policy file
 //
 // Overrides are stored in c, for every shaper. Tuning is behind admin.
-func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Guard, log *slog.Logger) {
+func (t *table) routes(mux *httpapi.Mux, c *cluster.Cluster, admin httpapi.Guard, log *slog.Logger) {
 	mux.HandleFunc("GET /v1/policies", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": t.status(r.Context())})
 	})

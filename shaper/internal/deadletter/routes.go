@@ -58,7 +58,7 @@ func (f filter) match(d Letter) bool {
 //	DELETE /v1/dead?policy=&key=&reason=          purge them
 //
 // Every one of them is behind guard: dead letters are the operators'.
-func (s *Store) Routes(mux *http.ServeMux, guard httpapi.Guard) {
+func (s *Store) Routes(mux *httpapi.Mux, guard httpapi.Guard) {
 	mux.HandleFunc("GET /v1/dead", guard(s.handleList))
 	mux.HandleFunc("GET /v1/dead/{policy}/{seq}", guard(s.handleShow))
 	mux.HandleFunc("POST /v1/dead/replay", guard(s.handleReplay))
