@@ -81,6 +81,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			deadCommand(),
 			recordCommand(),
 			tuneCommand(),
+			healthCommand(),
 		},
 		Writer:          stdout,
 		ErrWriter:       stderr,
