@@ -17,7 +17,7 @@ import (
 // is set:
 //
 //	POST /v1/jobs/{policy}/{key}   submit a job (body = payload)
-//	GET  /v1/jobs/{id}             a job's status: queued, deferred, delivered or dead
+//	GET  /v1/jobs/{id}             a job's status: queued, deferred, delivered, dead or replayed
 //	GET  /v1/policies              every policy with its live figures
 //	GET  /v1/policies/{name}       one policy
 //	PUT  /v1/policies/{name}       tune a policy live (a JSON merge patch of the fields to change)

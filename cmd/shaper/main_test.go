@@ -180,6 +180,30 @@ func TestServeStartErrorsAreClear(t *testing.T) {
 	}
 }
 
+// A setting serve refuses before it starts is a bad command line: exit 2,
+// naming the flag. The HTTP API beyond loopback without an admin token is
+// one.
+func TestServeRefusesBadSettings(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(good, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n"), 0o644)
+	serve := []string{"serve", "--policies", good, "--nats-listen", "127.0.0.1:-1", "--data", t.TempDir()}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--http", "0.0.0.0:0"}, []string{"shaper: admin token: the HTTP API listens beyond loopback (0.0.0.0:0) and no admin token is set", "(see --admin-token, or --admin-loopback-only)"}},
+		{[]string{"--http", "127.0.0.1:0", "--sync", "often"}, []string{`shaper serve: --sync "often": want always or a positive duration`}},
+		{[]string{"--http", "127.0.0.1:0", "--log-level", "loud"}, []string{"shaper serve: --log-level: "}},
+	} {
+		_, _, err := runCLI(t, append(serve, c.args...)...)
+		for _, want := range c.want {
+			if exitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("serve %s = %v (exit %d), want exit 2 saying %q", strings.Join(c.args, " "), err, exitCode(err), want)
+			}
+		}
+	}
+}
+
 func TestOperatorCommandsSendTheAdminToken(t *testing.T) {
 	s := testenv.Shaper(t, shaper.Config{
 		AdminToken: "s3cret",
