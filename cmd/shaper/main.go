@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string) error {
 }
 
 // runWith runs the CLI writing to stdout and stderr. Flags may follow
-// positional arguments, as the README shows them: shaper policies set
+// positional arguments, as docs/cli.md shows them: shaper policies set
 // orders --outflow 50/s.
 func runWith(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	app := newApp(stdout, stderr)

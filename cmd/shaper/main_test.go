@@ -138,7 +138,7 @@ policies:
 func TestPoliciesSet(t *testing.T) {
 	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n")})
 	addr := s.HTTPAddr()
-	// As the README writes it: flags after the policy's name.
+	// As docs/cli.md writes it: flags after the policy's name.
 	out, _, err := runCLI(t, "policies", "set", "p", "--outflow", "9/s", "--queue", "7", "--http", addr)
 	if err != nil || !strings.Contains(out, "outflow 9/s per key, queue 7") || !strings.Contains(out, "live override") {
 		t.Errorf("policies set = %q, %v", out, err)
