@@ -24,7 +24,7 @@ func TestAlgorithmNamesAgree(t *testing.T) {
 	if _, err := Parse("p.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), strings.Join(algorithms, ", ")) {
 		t.Errorf("Parse with an unknown algorithm = %v, want an error listing %v", err, algorithms)
 	}
-	for _, doc := range []string{"doc.go", "../limiter/doc.go", "../README.md"} {
+	for _, doc := range []string{"doc.go", "../limiter/doc.go", "../docs/policies.md"} {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -10,13 +11,13 @@ import (
 )
 
 // Handler returns the Shaper's HTTP API, once Run has opened its parts
-// (after Ready). Admin routes (tuning, reload, dead letters) need
+// (after Ready). Admin routes (tuning, reload, dead letters, profiles) need
 // Config.AdminToken as a bearer token, or come from a loopback client when
 // there is none; submission and job status need Config.SubmitToken when it
 // is set:
 //
 //	POST /v1/jobs/{policy}/{key}   submit a job (body = payload)
-//	GET  /v1/jobs/{id}             a job's status: queued, deferred, delivered or dead
+//	GET  /v1/jobs/{id}             a job's status: queued, deferred, delivered, dead or replayed
 //	GET  /v1/policies              every policy with its live figures
 //	GET  /v1/policies/{name}       one policy
 //	PUT  /v1/policies/{name}       tune a policy live (a JSON merge patch of the fields to change)
@@ -32,13 +33,15 @@ import (
 //	GET  /healthz                  the process is alive
 //	GET  /readyz                   the Shaper accepts jobs (JetStream reachable)
 //	GET  /metrics                  the figures in the Prometheus text format
+//	GET  /debug/pprof/             net/http/pprof's profiles (admin): the index, heap, goroutine, …,
+//	                               cmdline, profile (CPU), symbol, trace
 func (s *Shaper) Handler() http.Handler {
 	admin := httpapi.Bearer(s.cfg.AdminToken, "this admin route")
 	submit := httpapi.Guard(httpapi.Open)
 	if s.cfg.SubmitToken != "" {
 		submit = httpapi.Bearer(s.cfg.SubmitToken, "submission")
 	}
-	mux := http.NewServeMux()
+	mux := httpapi.NewMux() // remembers its patterns: docs/api.md is checked against them
 	s.ingress.Routes(mux, submit)
 	s.policies.routes(mux, s.cluster, admin, s.log)
 	s.dead.Routes(mux, admin)
@@ -46,7 +49,8 @@ func (s *Shaper) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/jobs/{id}", submit(s.jobs.Handler(s.policies.queueOf, s.policies.waiting)))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("POST /v1/reload", admin(s.handleReload))
-	mux.HandleFunc("/", httpapi.NotFound(mux)) // unknown routes and methods: problem details too
+	debugRoutes(mux, admin)
+	mux.HandleFunc("/", httpapi.NotFound(mux.ServeMux)) // unknown routes and methods: problem details too
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})
@@ -61,4 +65,19 @@ func (s *Shaper) Handler() http.Handler {
 		}
 	})
 	return mux
+}
+
+// debugRoutes registers net/http/pprof's handlers under /debug/pprof/
+// behind guard: the index, which also serves each named profile by its
+// name (/debug/pprof/heap, goroutine, allocs, block, mutex, threadcreate),
+// and cmdline, profile (CPU, ?seconds=), symbol and trace (?seconds=).
+// (Importing net/http/pprof also registers them on http.DefaultServeMux,
+// which the shaper never serves.)
+func debugRoutes(mux *httpapi.Mux, guard httpapi.Guard) {
+	mux.HandleFunc("GET /debug/pprof/", guard(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/cmdline", guard(pprof.Cmdline))
+	mux.HandleFunc("GET /debug/pprof/profile", guard(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/symbol", guard(pprof.Symbol))
+	mux.HandleFunc("POST /debug/pprof/symbol", guard(pprof.Symbol))
+	mux.HandleFunc("GET /debug/pprof/trace", guard(pprof.Trace))
 }

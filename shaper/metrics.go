@@ -82,7 +82,7 @@ func newMetrics(res *resource.Resource, readers []sdkmetric.Reader) (*metrics, e
 	}
 	m.queueTime = histogram("shaper.queue.duration", "Time a delivered job waited in its queue: the start of its delivery − enqueued (a deferred job's wait included).", queueBuckets)
 	m.lateness = histogram("shaper.drain.lateness", "How late a delivery attempt started after its slot: started − scheduled.", latenessBuckets)
-	m.delivery = histogram("shaper.delivery.duration", "Duration of one delivery attempt, by outcome (ok, failed).", deliveryBuckets)
+	m.delivery = histogram("shaper.delivery.duration", "Duration of one delivery attempt, by outcome (ok, failed, waiting: no consumer answered yet).", deliveryBuckets)
 	return m, err
 }
 

@@ -121,7 +121,7 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 //	DELETE /v1/policies/{name}/override  back to the policy file
 //
 // Overrides are stored in c, for every shaper. Tuning is behind admin.
-func (t *table) routes(mux *http.ServeMux, c *cluster.Cluster, admin httpapi.Guard, log *slog.Logger) {
+func (t *table) routes(mux *httpapi.Mux, c *cluster.Cluster, admin httpapi.Guard, log *slog.Logger) {
 	mux.HandleFunc("GET /v1/policies", func(w http.ResponseWriter, r *http.Request) {
 		all := t.status(r.Context())
 		for i := range all {

@@ -89,9 +89,12 @@ func deadCommand() *cli.Command {
 			{
 				Name:  "replay",
 				Usage: "submit matching dead letters again through the normal admission path",
+				Description: `Each dead letter replayed becomes a new job, with a new id: a line says
+POLICY SEQ: job OLD-ID → NEW-ID for each. The old id's status
+(GET /v1/jobs/OLD-ID) then says replayed, with replayed_as the new id.`,
 				Flags: filters,
 				Action: func(c *cli.Context) error {
-					return apply(c, (*client.Client).ReplayDead, "replayed")
+					return apply(c, (*client.Client).ReplayDead, "replayed", replayed)
 				},
 			},
 			{
@@ -102,7 +105,7 @@ func deadCommand() *cli.Command {
 					if c.String("policy") == "" && !c.Bool("all") {
 						return cli.Exit("purge: name a --policy, or say --all", 2)
 					}
-					return apply(c, (*client.Client).PurgeDead, "purged")
+					return apply(c, (*client.Client).PurgeDead, "purged", nil)
 				},
 			},
 		},
@@ -114,9 +117,10 @@ func deadFilter(c *cli.Context) client.DeadFilter {
 	return client.DeadFilter{Policy: c.String("policy"), Key: c.String("key"), Reason: c.String("reason")}
 }
 
-// apply replays or purges (do) the dead letters the flags select and says
-// how many it did (verb).
-func apply(c *cli.Context, do func(*client.Client, context.Context, client.DeadFilter) (client.DeadReport, error), verb string) error {
+// apply replays or purges (do) the dead letters the flags select, says
+// what it did with each one (each, when not nil) and how many it did
+// (verb).
+func apply(c *cli.Context, do func(*client.Client, context.Context, client.DeadFilter) (client.DeadReport, error), verb string, each func(client.DeadResult) string) error {
 	api, err := apiClient(c, time.Minute)
 	if err != nil {
 		return err
@@ -125,11 +129,29 @@ func apply(c *cli.Context, do func(*client.Client, context.Context, client.DeadF
 	if err != nil {
 		return apiError(err)
 	}
+	if each != nil {
+		for _, r := range res.Results {
+			fmt.Fprintln(c.App.Writer, each(r))
+		}
+	}
 	fmt.Fprintf(c.App.Writer, "%d matched, %d %s\n", res.Matched, res.Done, verb)
 	if res.Done < res.Matched {
 		return cli.Exit(fmt.Sprintf("%d dead letters were not %s (see the shaper's log)", res.Matched-res.Done, verb), 1)
 	}
 	return nil
+}
+
+// replayed says what a replay did with one dead letter: the new id of its
+// job, or why it is still a dead letter.
+func replayed(r client.DeadResult) string {
+	at := fmt.Sprintf("%s %d: job %s", r.Policy, r.Seq, r.ID)
+	switch {
+	case r.Done:
+		return at + " → " + r.NewID
+	case r.NewID != "":
+		return at + " → " + r.NewID + ", but the dead letter was not removed (see the shaper's log)"
+	}
+	return at + " not replayed: admission did not take it (its key is full, its limit said no, or a backend failed); still a dead letter"
 }
 
 // printable keeps a key or message on one table row.

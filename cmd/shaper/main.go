@@ -26,7 +26,9 @@ import (
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
-	go stopOnSignal(cancel)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go stopOnSignal(sig, cancel, os.Stderr, commandOf(os.Args) == "serve", os.Exit)
 	err := run(ctx, os.Args)
 	if err != nil {
 		code := cmdline.ExitCode(err)
@@ -41,18 +43,32 @@ func main() {
 	}
 }
 
-// stopOnSignal cancels the command at the first SIGINT or SIGTERM (a
-// graceful stop: serve finishes its deliveries in flight) and exits at
-// once at the second.
-func stopOnSignal(cancel context.CancelFunc) {
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+// stopOnSignal cancels the command at the first signal from sig and exits
+// (130) at the second. serve stops gracefully, finishing its deliveries in
+// flight, and says so on w; the other commands (status --watch, record)
+// end quietly: an interrupt is how they are stopped, and they exit 0.
+func stopOnSignal(sig <-chan os.Signal, cancel context.CancelFunc, w io.Writer, serving bool, exit func(int)) {
 	s := <-sig
 	cancel()
-	fmt.Fprintf(os.Stderr, "shaper: %v: stopping gracefully (again to force)\n", s)
+	if serving {
+		fmt.Fprintf(w, "shaper: %v: stopping gracefully (again to force)\n", s)
+	}
 	s = <-sig
-	fmt.Fprintf(os.Stderr, "shaper: %v again: exiting at once; deliveries in flight are made again after a restart\n", s)
-	os.Exit(130)
+	if serving {
+		fmt.Fprintf(w, "shaper: %v again: exiting at once; deliveries in flight are made again after a restart\n", s)
+	}
+	exit(130)
+}
+
+// commandOf returns the command args (args[0] is the program) run: the
+// first argument that is not a flag.
+func commandOf(args []string) string {
+	for _, a := range args[min(len(args), 1):] {
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return ""
 }
 
 // run runs the shaper CLI with args (args[0] is the program name) until its
@@ -62,7 +78,7 @@ func run(ctx context.Context, args []string) error {
 }
 
 // runWith runs the CLI writing to stdout and stderr. Flags may follow
-// positional arguments, as the README shows them: shaper policies set
+// positional arguments, as docs/cli.md shows them: shaper policies set
 // orders --outflow 50/s.
 func runWith(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	app := newApp(stdout, stderr)
@@ -81,6 +97,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			deadCommand(),
 			recordCommand(),
 			tuneCommand(),
+			healthCommand(),
 		},
 		Writer:          stdout,
 		ErrWriter:       stderr,

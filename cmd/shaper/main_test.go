@@ -138,7 +138,7 @@ policies:
 func TestPoliciesSet(t *testing.T) {
 	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n")})
 	addr := s.HTTPAddr()
-	// As the README writes it: flags after the policy's name.
+	// As docs/cli.md writes it: flags after the policy's name.
 	out, _, err := runCLI(t, "policies", "set", "p", "--outflow", "9/s", "--queue", "7", "--http", addr)
 	if err != nil || !strings.Contains(out, "outflow 9/s per key, queue 7") || !strings.Contains(out, "live override") {
 		t.Errorf("policies set = %q, %v", out, err)
@@ -177,6 +177,30 @@ func TestServeStartErrorsAreClear(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the two refused starts took %v, want them prompt", d)
+	}
+}
+
+// A setting serve refuses before it starts is a bad command line: exit 2,
+// naming the flag. The HTTP API beyond loopback without an admin token is
+// one.
+func TestServeRefusesBadSettings(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(good, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n"), 0o644)
+	serve := []string{"serve", "--policies", good, "--nats-listen", "127.0.0.1:-1", "--data", t.TempDir()}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--http", "0.0.0.0:0"}, []string{"shaper: admin token: the HTTP API listens beyond loopback (0.0.0.0:0) and no admin token is set", "(see --admin-token, or --admin-loopback-only)"}},
+		{[]string{"--http", "127.0.0.1:0", "--sync", "often"}, []string{`shaper serve: --sync "often": want always or a positive duration`}},
+		{[]string{"--http", "127.0.0.1:0", "--log-level", "loud"}, []string{"shaper serve: --log-level: "}},
+	} {
+		_, _, err := runCLI(t, append(serve, c.args...)...)
+		for _, want := range c.want {
+			if exitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("serve %s = %v (exit %d), want exit 2 saying %q", strings.Join(c.args, " "), err, exitCode(err), want)
+			}
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper"
 )
@@ -60,7 +61,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 		Action: func(c *cli.Context) error {
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+				return cli.Exit(fmt.Sprintf("shaper serve: --log-level: %v", err), cmdline.ExitUsage)
 			}
 			hopts := &slog.HandlerOptions{Level: level}
 			var h slog.Handler = slog.NewTextHandler(c.App.ErrWriter, hopts)
@@ -77,7 +78,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			var syncEvery time.Duration
 			if sync != "always" {
 				if syncEvery, err = time.ParseDuration(sync); err != nil || syncEvery <= 0 {
-					return fmt.Errorf("--sync %q: want always or a positive duration such as 2m", sync)
+					return cli.Exit(fmt.Sprintf("shaper serve: --sync %q: want always or a positive duration such as 2m", sync), cmdline.ExitUsage)
 				}
 			}
 			tel, err := telemetryFromEnv(c.Context, log)
@@ -132,7 +133,9 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				Resource:          tel.resource,
 			})
 			if err != nil {
-				return withFlag(err)
+				// New only checks the settings: what it refuses is a bad
+				// command line, to fix before running again.
+				return cli.Exit(withFlag(err).Error(), cmdline.ExitUsage)
 			}
 			// SIGHUP reloads the policy file (closing a terminal sends it too:
 			// it must not kill the shaper).
@@ -172,7 +175,7 @@ var configFlags = map[string]string{
 	"RedisURL":    "--redis-url",
 	"InstanceID":  "--instance-id",
 	"LeaseTTL":    "--lease-ttl",
-	"AdminToken":  "--admin-token (or --admin-loopback-only)",
+	"AdminToken":  "--admin-token, or --admin-loopback-only",
 	"NATSToken":   "--nats-token",
 	"NATSCreds":   "--nats-creds",
 	"NATSNKey":    "--nats-nkey",

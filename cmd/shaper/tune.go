@@ -233,7 +233,11 @@ func runTune(c *cli.Context) error {
 		return fmt.Errorf("tune: %w", err)
 	}
 	choice := replay.Choose(results, t.targets)
-	rep := tuneReport{Trace: t.trace, Policy: t.policy, Current: current, Choice: choice, Results: results, Targets: t.targets, Down: t.down, Took: time.Since(start)}
+	rep := tuneReport{Trace: t.trace, PolicyFile: c.String("policy-file"), Policy: t.policy, Current: current, Choice: choice,
+		Results: results, Targets: t.targets, Down: t.down, Took: time.Since(start)}
+	if rep.Facts, err = readTraceFacts(t.trace, results[current].Policy.Queue); err != nil {
+		return fmt.Errorf("tune: %w", err)
+	}
 	if c.Bool("json") {
 		err = rep.writeJSON(c.App.Writer)
 	} else {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,7 @@ type panel struct {
 	top          float64
 	xMax, yMax   float64
 	xTime, yTime bool // the axis shows seconds: ticks at round durations
+	xExact       bool // the x axis ends at xMax, not at the next whole tick
 	xFmt, yFmt   func(float64) string
 	xName, yName string
 	xStep, yStep float64
@@ -63,7 +65,11 @@ func (p *panel) y(v float64) float64 { return p.top + panelH - panelH*v/p.yMax }
 // frame rounds the panel's ranges up to whole ticks and draws its title,
 // axes, grid and tick labels.
 func (p *panel) frame(s *svgDoc, title string) {
-	p.xMax, p.xStep = axis(p.xMax, p.xTime)
+	if end, step := axis(p.xMax, p.xTime); p.xExact && p.xMax > 0 {
+		p.xStep = step
+	} else {
+		p.xMax, p.xStep = end, step
+	}
 	p.yMax, p.yStep = axis(p.yMax*1.05, p.yTime)
 	s.text(plotLeft, p.top-12, "start", "14", title)
 	s.printf(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>`+"\n", plotLeft, p.top, plotRight-plotLeft, panelH)
@@ -154,40 +160,89 @@ func plotSVG(r *tuneReport) string {
 	s.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%.0f" viewBox="0 0 %d %.0f" font-family="sans-serif">`+"\n", plotWidth, height, plotWidth, height)
 	s.printf(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	s.text(plotLeft, 24, "start", "16", fmt.Sprintf("shaper tune: policy %s, trace %s", r.Policy, filepath.Base(r.Trace)))
+	overTime(&s, r)
+	tradeOff(&s, r, panelTop+2*(panelH+panelGap))
+	s.printf("</svg>\n")
+	return s.b.String()
+}
 
-	lines := []plotted{{"current: " + replay.Describe(r.Results[r.Current].Policy), plotColors[0], r.Results[r.Current].Series}}
+// timeLines returns the candidates drawn over time: the current policy,
+// and the recommended one when it is another; same says the recommended
+// one's curves are the current one's (drawn once).
+func timeLines(r *tuneReport) (lines []plotted, same bool) {
+	cur := &r.Results[r.Current]
+	lines = []plotted{{"current: " + replay.Describe(cur.Policy), plotColors[0], cur.Series}}
 	if r.hasTargets() && r.Choice.Best >= 0 && r.Choice.Best != r.Current {
-		lines = append(lines, plotted{"recommended: " + replay.Describe(r.Results[r.Choice.Best].Policy), plotColors[1], r.Results[r.Choice.Best].Series})
+		best := &r.Results[r.Choice.Best]
+		name := "recommended: " + replay.Describe(best.Policy)
+		if same = reflect.DeepEqual(best.Series, cur.Series); same {
+			name += " (the same curves)"
+		}
+		lines = append(lines, plotted{name, plotColors[1], best.Series})
 	}
-	depth := panel{top: panelTop, xTime: true, xFmt: secondsLabel, yFmt: countLabel, xName: "time in the trace", yName: "jobs queued (all keys)"}
-	wait := panel{top: panelTop + panelH + panelGap, xTime: true, yTime: true, xFmt: secondsLabel, yFmt: secondsLabel, xName: "time in the trace (when delivered)", yName: "time in queue"}
+	return lines, same
+}
+
+// timePanels returns the panels of queue depth and time in queue, their
+// time axis the trace's span: from its start to its last submission.
+func timePanels(r *tuneReport, lines []plotted) (depth, wait panel) {
+	depth = panel{top: panelTop, xTime: true, xExact: true, xFmt: secondsLabel, yFmt: countLabel, xName: "time in the trace", yName: "jobs queued (all keys)"}
+	wait = panel{top: panelTop + panelH + panelGap, xTime: true, xExact: true, yTime: true, xFmt: secondsLabel, yFmt: secondsLabel, xName: "time in the trace (when delivered)", yName: "time in queue"}
+	depth.xMax = r.Results[r.Current].Span.Seconds()
 	for _, l := range lines {
 		if l.series == nil {
 			continue
 		}
-		depth.xMax = max(depth.xMax, l.series.Step.Seconds()*float64(len(l.series.Points)))
-		for _, pt := range l.series.Points {
-			depth.yMax = max(depth.yMax, float64(pt.Queued))
-			wait.yMax = max(wait.yMax, pt.WaitMax.Seconds())
+		if depth.xMax == 0 { // one instant: show its first step
+			depth.xMax = l.series.Step.Seconds()
+		}
+		for _, pt := range seriesUntil(l.series, depth.xMax) {
+			depth.yMax = max(depth.yMax, pt.queued)
+			wait.yMax = max(wait.yMax, pt.waitMax)
 		}
 	}
 	wait.xMax = depth.xMax
-	depth.frame(&s, "Queue depth over the trace")
-	wait.frame(&s, "Time in queue over the trace: longest (solid) and mean (dashed) per step")
+	return depth, wait
+}
+
+// seriesPoint is a point of a series as drawn: at the middle of its step,
+// or at the axis's end for the step it ends in.
+type seriesPoint struct{ at, queued, waitMax, waitMean float64 }
+
+// seriesUntil returns the points of s from the start to end (in seconds):
+// the steps that begin before it.
+func seriesUntil(s *replay.Series, end float64) []seriesPoint {
+	step := s.Step.Seconds()
+	var out []seriesPoint
+	for j, pt := range s.Points {
+		if float64(j)*step >= end && j > 0 {
+			break
+		}
+		out = append(out, seriesPoint{min((float64(j)+0.5)*step, end), float64(pt.Queued), pt.WaitMax.Seconds(), pt.MeanWait().Seconds()})
+	}
+	return out
+}
+
+// overTime draws queue depth and time in queue over the trace for the
+// current and the recommended policy.
+func overTime(s *svgDoc, r *tuneReport) {
+	lines, same := timeLines(r)
+	depth, wait := timePanels(r, lines)
+	depth.frame(s, "Queue depth over the trace")
+	wait.frame(s, "Time in queue over the trace: longest (solid) and mean (dashed) per step")
+	tail := 0.0 // how long the queues took to drain after the trace's end
 	for i, l := range lines {
-		if l.series == nil {
-			continue
+		if l.series != nil && !(same && i > 0) {
+			var xs, qs, maxes, means []float64
+			for _, pt := range seriesUntil(l.series, depth.xMax) {
+				xs, qs = append(xs, pt.at), append(qs, pt.queued)
+				maxes, means = append(maxes, pt.waitMax), append(means, pt.waitMean)
+			}
+			depth.polyline(s, xs, qs, l.color, "none")
+			wait.polyline(s, xs, maxes, l.color, "none")
+			wait.polyline(s, xs, means, l.color, "4 3")
+			tail = max(tail, l.series.Step.Seconds()*float64(len(l.series.Points))-depth.xMax)
 		}
-		var xs, qs, maxes, means []float64
-		for j, pt := range l.series.Points {
-			xs = append(xs, (float64(j)+0.5)*l.series.Step.Seconds())
-			qs = append(qs, float64(pt.Queued))
-			maxes = append(maxes, pt.WaitMax.Seconds())
-			means = append(means, pt.MeanWait().Seconds())
-		}
-		depth.polyline(&s, xs, qs, l.color, "none")
-		wait.polyline(&s, xs, maxes, l.color, "none")
-		wait.polyline(&s, xs, means, l.color, "4 3")
 		for _, p := range []*panel{&depth, &wait} {
 			y := p.top + 20 + 18*float64(i)
 			s.printf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", legendLeft, y-4, legendLeft+18, y-4, l.color)
@@ -197,9 +252,10 @@ func plotSVG(r *tuneReport) string {
 	if len(lines) == 1 {
 		s.text(legendLeft, depth.top+60, "start", "11", "(no recommendation to compare)")
 	}
-	tradeOff(&s, r, panelTop+2*(panelH+panelGap))
-	s.printf("</svg>\n")
-	return s.b.String()
+	if first := lines[0].series; first != nil && tail >= 2*first.Step.Seconds() {
+		s.text(legendLeft, wait.top+panelH-20, "start", "11", fmt.Sprintf("the queues drained %s", secondsLabel(tail)))
+		s.text(legendLeft, wait.top+panelH-6, "start", "11", "after the trace's end (not drawn)")
+	}
 }
 
 // tradeOff draws every candidate's rejections against its p99 wait, one
@@ -247,36 +303,47 @@ func tradeOff(s *svgDoc, r *tuneReport, top float64) {
 		}
 		groups[name] = append(groups[name], i)
 	}
+	var labels labeler
 	for g, name := range names {
 		idx := groups[name]
 		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(r.Results[a].Policy.Queue, r.Results[b].Policy.Queue) })
 		color := plotColors[(g+2)%len(plotColors)]
-		var xs, ys []float64
+		var xs, ys, px, py []float64
+		var queues []int
 		for _, i := range idx {
 			xs = append(xs, 100*r.Results[i].RejectedShare())
 			ys = append(ys, r.Results[i].Wait.P99.Seconds())
+			px, py = append(px, p.x(xs[len(xs)-1])), append(py, p.y(ys[len(ys)-1]))
+			queues = append(queues, r.Results[i].Policy.Queue)
 		}
 		p.polyline(s, xs, ys, color, "none")
-		for k, i := range idx {
-			s.printf(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", p.x(xs[k]), p.y(ys[k]), color)
-			s.text(p.x(xs[k])+6, p.y(ys[k])-5, "start", "10", fmt.Sprintf("q %d", r.Results[i].Policy.Queue))
+		for k := range idx {
+			s.printf(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", px[k], py[k], color)
+		}
+		// Candidates that decide alike share a label; labels of lines
+		// that meet are set apart.
+		for _, l := range mergeLabels(px, py, queues) {
+			x, y := labels.place(l.x, l.y, l.String())
+			s.printf(`<text x="%.1f" y="%.1f" text-anchor="start" font-size="%g" fill="%s">%s</text>`+"\n", x, y, labelSize, color, html.EscapeString(l.String()))
 		}
 		y := p.top + 20 + 18*float64(legend)
 		legend++
 		s.printf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", legendLeft, y-4, legendLeft+18, y-4, color)
 		s.text(legendLeft+24, y, "start", "11", name)
 	}
-	mark := func(i int, color, label string) {
+	// Rings of two sizes: both show when the two are one candidate, or
+	// decide alike.
+	mark := func(i int, color, label string, radius float64) {
 		res := &r.Results[i]
 		x, y := p.x(100*res.RejectedShare()), p.y(res.Wait.P99.Seconds())
-		s.printf(`<circle cx="%.1f" cy="%.1f" r="8" fill="none" stroke="%s" stroke-width="2.5"/>`+"\n", x, y, color)
+		s.printf(`<circle cx="%.1f" cy="%.1f" r="%g" fill="none" stroke="%s" stroke-width="2.5"/>`+"\n", x, y, radius, color)
 		ly := p.top + 20 + 18*float64(legend)
 		legend++
 		s.printf(`<circle cx="%.1f" cy="%.1f" r="6" fill="none" stroke="%s" stroke-width="2.5"/>`+"\n", legendLeft+9, ly-4, color)
 		s.text(legendLeft+24, ly, "start", "11", label)
 	}
-	mark(r.Current, plotColors[0], "current")
+	mark(r.Current, plotColors[0], "current", 8)
 	if r.hasTargets() && r.Choice.Best >= 0 {
-		mark(r.Choice.Best, plotColors[1], "recommended")
+		mark(r.Choice.Best, plotColors[1], "recommended", 11)
 	}
 }

@@ -11,18 +11,27 @@ import (
 
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/replay"
+	"github.com/shaper-dev/shaper/shaper/traffic"
 )
+
+// backlogJSON is a backlog in the JSON report.
+type backlogJSON struct {
+	backlog
+	FirstAtSeconds float64 `json:"first_at_s"`
+}
 
 // tuneReport is what shaper tune found.
 type tuneReport struct {
-	Trace   string
-	Policy  string
-	Current int // index of the policy as it is
-	Choice  replay.Choice
-	Results []replay.Result
-	Targets replay.Targets
-	Down    replay.Downstream // when the replay's downstream failed (--down)
-	Took    time.Duration
+	Trace      string
+	PolicyFile string
+	Policy     string
+	Current    int // index of the policy as it is
+	Choice     replay.Choice
+	Results    []replay.Result
+	Targets    replay.Targets
+	Down       replay.Downstream // when the replay's downstream failed (--down)
+	Took       time.Duration
+	Facts      traceFacts // what the trace recorded
 }
 
 // hasTargets reports whether any target was given: without one, nothing is
@@ -41,7 +50,7 @@ func (r *tuneReport) write(w io.Writer) error {
 	fmt.Fprintf(w, "%s: %d submissions over %s, replayed for policy %s under %d candidates in %.1fs\n",
 		r.Trace, cur.Submitted, cur.Span.Round(time.Millisecond), r.Policy, len(r.Results), r.Took.Seconds())
 	if derived > 0 {
-		fmt.Fprintf(w, "%d candidates (marked =) were not replayed: a smaller queue of the same outflow refused no job, so a larger one admits, waits and delivers the same\n", derived)
+		fmt.Fprintf(w, "%s (marked =) not replayed: a smaller queue of the same outflow refused no job, so a larger one admits, waits and delivers the same\n", plural(derived, "candidate"))
 	}
 	if len(r.Down.Down) > 0 {
 		windows := make([]string, len(r.Down.Down))
@@ -50,10 +59,7 @@ func (r *tuneReport) write(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "the downstream fails every delivery in %s of the trace\n", strings.Join(windows, ", "))
 	}
-	if cur.Recorded > 0 {
-		fmt.Fprintf(w, "the replay of the current policy decides %s of the %d recorded outcomes as the shaper did\n",
-			replay.Percent(float64(cur.Agreed)/float64(cur.Recorded)), cur.Recorded)
-	}
+	r.writeAgreement(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	failing := len(r.Down.Down) > 0
 	head := "\toutflow\tqueue\ttotal\taccepted\trejected\tdeferred\tdead\t"
@@ -174,18 +180,38 @@ type candidateJSON struct {
 
 func (r *tuneReport) writeJSON(w io.Writer) error {
 	out := struct {
-		Trace       string          `json:"trace"`
-		Policy      string          `json:"policy"`
-		SpanSeconds float64         `json:"span_s"`
-		TookSeconds float64         `json:"took_s"`
-		Current     int             `json:"current"`
-		Recommended *int            `json:"recommended"`
-		Binding     string          `json:"binding,omitempty"`
-		Reason      string          `json:"reason,omitempty"`
-		YAML        string          `json:"yaml,omitempty"`
-		Candidates  []candidateJSON `json:"candidates"`
+		Trace       string  `json:"trace"`
+		Policy      string  `json:"policy"`
+		SpanSeconds float64 `json:"span_s"`
+		TookSeconds float64 `json:"took_s"`
+		Current     int     `json:"current"`
+		Recommended *int    `json:"recommended"`
+		Binding     string  `json:"binding,omitempty"`
+		Reason      string  `json:"reason,omitempty"`
+		YAML        string  `json:"yaml,omitempty"`
+		// What the trace recorded (a trace of shaper record): its outcomes,
+		// how far apart the replay's counts are (a share of the
+		// submissions), and a backlog it starts with.
+		RecordedOutcomes map[string]uint64 `json:"recorded_outcomes,omitempty"`
+		CountsApart      *float64          `json:"counts_apart,omitempty"`
+		Backlog          *backlogJSON      `json:"backlog,omitempty"`
+		Candidates       []candidateJSON   `json:"candidates"`
 	}{Trace: r.Trace, Policy: r.Policy, Current: r.Current, TookSeconds: r.Took.Seconds(),
 		SpanSeconds: r.Results[r.Current].Span.Seconds(), Binding: r.Choice.Binding, Reason: r.Choice.Reason}
+	for o, n := range r.Facts.Recorded {
+		if o != traffic.Unknown {
+			if out.RecordedOutcomes == nil {
+				out.RecordedOutcomes = make(map[string]uint64)
+			}
+			out.RecordedOutcomes[o.String()] = n
+		}
+	}
+	if _, gap, ok := r.outcomeCounts(); ok {
+		out.CountsApart = &gap
+	}
+	if b := r.Facts.Backlog; b.Keys > 0 {
+		out.Backlog = &backlogJSON{b, b.FirstAt.Seconds()}
+	}
 	if r.hasTargets() && r.Choice.Best >= 0 {
 		out.Recommended = &r.Choice.Best
 		out.YAML = policyYAML(r.Results[r.Choice.Best].Policy)

@@ -1,6 +1,7 @@
 package cmdline
 
 import (
+	"bytes"
 	"io"
 	"slices"
 	"strings"
@@ -37,10 +38,11 @@ func TestFlagsFirst(t *testing.T) {
 }
 
 // Every kind of bad command line is an error with exit code ExitUsage that
-// names the command, said once: an unknown flag, an unknown command, a
-// required flag left out.
+// names the command, said once and without the help: an unknown flag, an
+// unknown command, a required flag left out.
 func TestStrict(t *testing.T) {
-	app := &cli.App{Name: "shaper", HideHelpCommand: true, Writer: io.Discard, ErrWriter: io.Discard,
+	var out bytes.Buffer
+	app := &cli.App{Name: "shaper", HideHelpCommand: true, Writer: &out, ErrWriter: io.Discard,
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{{
 			Name: "policies",
@@ -58,14 +60,58 @@ func TestStrict(t *testing.T) {
 		{[]string{"shaper", "policies", "set", "--bogus"}, "shaper policies set: flag provided but not defined: -bogus"},
 		{[]string{"shaper", "nosuch"}, `shaper: no command "nosuch"; the commands are policies`},
 		{[]string{"shaper", "policies", "nosuch"}, `shaper policies: no command "nosuch"; the commands are set`},
-		{[]string{"shaper", "policies", "set"}, `Required flag "outflow" not set`},
+		{[]string{"shaper", "policies", "set"}, `shaper policies set: --outflow is required (see shaper policies set --help)`},
 	} {
+		out.Reset()
 		err := app.Run(tt.args)
 		if err == nil || ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v (exit %d), want exit %d saying %q", tt.args, err, ExitCode(err), ExitUsage, tt.want)
 		}
+		if out.Len() > 0 {
+			t.Errorf("%q printed %q besides the error, want nothing", tt.args, out.String())
+		}
 	}
 	if err := app.Run([]string{"shaper", "policies", "set", "--outflow", "5/s"}); err != nil {
 		t.Errorf("a good command line: %v", err)
+	}
+}
+
+// A required flag left out is said in one line naming every one missing;
+// --help still works without them, and so does a flag set by its
+// environment variable. The help says which flags are required.
+func TestStrictRequired(t *testing.T) {
+	var out bytes.Buffer
+	ran := 0
+	// One flag shared by two commands, as the commands' flag lists share them.
+	token := &cli.StringFlag{Name: "token", Required: true, EnvVars: []string{"TEST_STRICT_TOKEN"}}
+	app := &cli.App{Name: "producer", HideHelpCommand: true, Writer: &out, ErrWriter: io.Discard,
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{{
+			Name:   "send",
+			Flags:  []cli.Flag{&cli.StringFlag{Name: "policy", Required: true, Usage: "policy `NAME`"}, &cli.IntFlag{Name: "jobs", Required: true}, token},
+			Action: func(*cli.Context) error { ran++; return nil },
+		}, {
+			Name:   "sink",
+			Flags:  []cli.Flag{token},
+			Action: func(*cli.Context) error { ran++; return nil },
+		}}}
+	Strict(app)
+	err := app.Run([]string{"producer", "send"})
+	if want := "producer send: --policy, --jobs and --token are required (see producer send --help)"; err == nil || err.Error() != want || ExitCode(err) != ExitUsage {
+		t.Errorf("send without its flags: %v (exit %d), want %q (exit %d)", err, ExitCode(err), want, ExitUsage)
+	}
+	err = app.Run([]string{"producer", "sink"})
+	if want := "producer sink: --token is required (see producer sink --help)"; err == nil || err.Error() != want {
+		t.Errorf("sink without --token: %v, want %q", err, want)
+	}
+	if out.Len() > 0 || ran > 0 {
+		t.Errorf("refused command lines printed %q and ran %d actions, want nothing", out.String(), ran)
+	}
+	if err := app.Run([]string{"producer", "send", "--help"}); err != nil || !strings.Contains(out.String(), "policy NAME (required)") {
+		t.Errorf("send --help = %v, %q; want the help marking --policy required", err, out.String())
+	}
+	t.Setenv("TEST_STRICT_TOKEN", "x")
+	if err := app.Run([]string{"producer", "send", "--policy", "p", "--jobs", "3"}); err != nil || ran != 1 {
+		t.Errorf("send with every flag (--token from its variable) = %v, ran %d", err, ran)
 	}
 }

@@ -3,6 +3,7 @@ package cmdline
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -15,20 +16,23 @@ const ExitUsage = 2
 
 // Strict makes every usage error of app and its commands an error with
 // exit code ExitUsage, said once by the caller (not with the whole help
-// after it): an unknown flag or command, a bad flag value. A leaf command's
-// help lists no help command.
+// before it): an unknown flag or command, a bad flag value, a required
+// flag left out. A leaf command's help lists no help command.
 func Strict(app *cli.App) {
 	app.OnUsageError = usageError
 	if app.Action == nil {
 		app.Action = unknownCommand(app.Name, app.Commands, cli.ShowAppHelp)
 	}
+	req := required{}
+	app.Before = req.check(app.Flags, app.Before)
 	for _, c := range app.Commands {
-		strictCommand(app.Name, c)
+		strictCommand(app.Name, c, req)
 	}
 }
 
-func strictCommand(parent string, c *cli.Command) {
+func strictCommand(parent string, c *cli.Command, req required) {
 	c.OnUsageError = usageError
+	c.Before = req.check(c.Flags, c.Before)
 	name := parent + " " + c.Name
 	if len(c.Subcommands) == 0 {
 		c.HideHelpCommand = true
@@ -41,8 +45,75 @@ func strictCommand(parent string, c *cli.Command) {
 		c.UsageText = name + " COMMAND [options] [arguments]"
 	}
 	for _, sub := range c.Subcommands {
-		strictCommand(name, sub)
+		strictCommand(name, sub, req)
 	}
+}
+
+// required holds the flags whose Required mark Strict took off: for a
+// required flag left out, urfave/cli prints the command's whole help with
+// the error last; Strict checks them itself, in the command's Before (after
+// --help, before the action), and says only what is missing. Flags shared
+// by several commands are in it once.
+type required map[cli.Flag]bool
+
+// check takes the Required mark off flags, noting it in their usage, and
+// returns a Before that refuses a command line without them and then runs
+// before.
+func (req required) check(flags []cli.Flag, before cli.BeforeFunc) cli.BeforeFunc {
+	var names []string
+	for _, f := range flags {
+		if !req[f] && !unrequire(f) {
+			continue
+		}
+		req[f] = true
+		names = append(names, f.Names()[0])
+	}
+	if len(names) == 0 {
+		return before
+	}
+	return func(c *cli.Context) error {
+		var missing []string
+		for _, n := range names {
+			if !c.IsSet(n) {
+				missing = append(missing, "--"+n)
+			}
+		}
+		switch len(missing) {
+		case 0:
+			if before != nil {
+				return before(c)
+			}
+			return nil
+		case 1:
+			return cli.Exit(fmt.Sprintf("%s: %s is required (see %s --help)", fullName(c), missing[0], fullName(c)), ExitUsage)
+		}
+		last := len(missing) - 1
+		return cli.Exit(fmt.Sprintf("%s: %s and %s are required (see %s --help)",
+			fullName(c), strings.Join(missing[:last], ", "), missing[last], fullName(c)), ExitUsage)
+	}
+}
+
+// unrequire takes the Required mark off f, adding "(required)" to its
+// usage, and reports whether it had one. Every flag type of urfave/cli
+// is a struct with the fields Required and Usage.
+func unrequire(f cli.Flag) bool {
+	rf, ok := f.(cli.RequiredFlag)
+	if !ok || !rf.IsRequired() {
+		return false
+	}
+	v := reflect.ValueOf(f)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	mark, usage := v.Elem().FieldByName("Required"), v.Elem().FieldByName("Usage")
+	if mark.Kind() != reflect.Bool || !mark.CanSet() {
+		return false
+	}
+	mark.SetBool(false)
+	if usage.Kind() == reflect.String && usage.CanSet() && !strings.Contains(usage.String(), "required") {
+		usage.SetString(strings.TrimSpace(usage.String() + " (required)"))
+	}
+	return true
 }
 
 // usageError is the OnUsageError of every command.

@@ -151,10 +151,14 @@ type Job struct {
 	Attempts int `json:"delivery_attempts,omitempty"`
 	// NextTry is when a deferred or failing job is tried again.
 	NextTry time.Time `json:"next_try,omitzero"`
-	// Reason is why a dead job is dead: attempts, deadline or delivery.
+	// Reason is why a dead (or replayed) job died: attempts, deadline or
+	// delivery.
 	Reason string `json:"reason,omitempty"`
-	// LastError is the last failure, or of a replayed dead job its new id.
+	// LastError is the last failure.
 	LastError string `json:"last_error,omitempty"`
+	// ReplayedAs is, of a replayed dead letter (JobReplayed), the id of the
+	// new job it was submitted again as: its status is that job's.
+	ReplayedAs string `json:"replayed_as,omitempty"`
 	// History lists what happened to the job, one line each.
 	History []string `json:"history,omitempty"`
 	// Updated is when the record last changed; zero when not known.

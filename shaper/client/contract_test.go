@@ -133,7 +133,11 @@ func TestContractTypes(t *testing.T) {
 		list = roundTrip[deadList](t, "dead letters", raw(t, "GET", e.base+"/v1/dead", "", 200))
 	}
 	roundTrip[client.DeadLetter](t, "dead letter", raw(t, "GET", fmt.Sprintf("%s/v1/dead/hooks/%d", e.base, list.Dead[0].Seq), "", 200))
+	roundTrip[client.Job](t, "job dead", raw(t, "GET", jobs+list.Dead[0].ID, "", 200))
 	roundTrip[client.DeadReport](t, "replay", raw(t, "POST", e.base+"/v1/dead/replay", "", 200))
+	if j := roundTrip[client.Job](t, "job replayed", raw(t, "GET", jobs+list.Dead[0].ID, "", 200)); j.Status != client.JobReplayed || j.ReplayedAs == "" {
+		t.Errorf("the replayed dead letter's job: %+v, want status replayed naming its new id", j)
+	}
 
 	if _, err := e.c.Submit(t.Context(), "hooks", "binary", []byte{0xff, 0, 0xfe}); err != nil {
 		t.Fatal(err)
@@ -159,7 +163,7 @@ func TestStatusText(t *testing.T) {
 		want string
 	}{
 		{client.ReplyQueued, "queued"}, {client.ReplyRejected, "rejected"}, {client.ReplyDeferred, "deferred"}, {client.ReplyError, "error"},
-		{client.JobQueued, "queued"}, {client.JobDeferred, "deferred"}, {client.JobDelivered, "delivered"}, {client.JobDead, "dead"},
+		{client.JobQueued, "queued"}, {client.JobDeferred, "deferred"}, {client.JobDelivered, "delivered"}, {client.JobDead, "dead"}, {client.JobReplayed, "replayed"},
 	} {
 		b, err := c.s.MarshalText()
 		if err != nil || string(b) != c.want || fmt.Sprint(c.s) != c.want {

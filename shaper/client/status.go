@@ -58,9 +58,10 @@ const (
 	JobDeferred                       // kept in the deferred stream, waiting for room in its key
 	JobDelivered                      // delivered (its sink accepted it)
 	JobDead                           // dead-lettered, with Reason and History
+	JobReplayed                       // a dead letter replayed: submitted again as the job Job.ReplayedAs
 )
 
-var jobStatusNames = [...]string{JobQueued: "queued", JobDeferred: "deferred", JobDelivered: "delivered", JobDead: "dead"}
+var jobStatusNames = [...]string{JobQueued: "queued", JobDeferred: "deferred", JobDelivered: "delivered", JobDead: "dead", JobReplayed: "replayed"}
 
 // String returns the status's name on the wire, or a description of an
 // unknown value.

@@ -59,7 +59,8 @@ type Config struct {
 	Replicas   int // replicas of the streams it creates
 	MaxPayload int // the largest job payload, in bytes
 	Logger     *slog.Logger
-	// Jobs receives a record of every job dead-lettered or replayed; may be nil.
+	// Jobs receives a record of every job dead-lettered or replayed (its
+	// new id); may be nil.
 	Jobs *jobs.Store
 	// Policies returns the names of every policy, in order.
 	Policies func() []string

@@ -58,7 +58,7 @@ func (f filter) match(d Letter) bool {
 //	DELETE /v1/dead?policy=&key=&reason=          purge them
 //
 // Every one of them is behind guard: dead letters are the operators'.
-func (s *Store) Routes(mux *http.ServeMux, guard httpapi.Guard) {
+func (s *Store) Routes(mux *httpapi.Mux, guard httpapi.Guard) {
 	mux.HandleFunc("GET /v1/dead", guard(s.handleList))
 	mux.HandleFunc("GET /v1/dead/{policy}/{seq}", guard(s.handleShow))
 	mux.HandleFunc("POST /v1/dead/replay", guard(s.handleReplay))
@@ -183,12 +183,23 @@ func (s *Store) handleShow(w http.ResponseWriter, r *http.Request) {
 // handleReplay serves POST /v1/dead/replay?policy=&key=&reason=: each
 // matching dead letter is submitted again through the normal admission path
 // (as a new job id) and removed once that submission was kept (accepted, or
-// deferred).
+// deferred). The old job's record then says replayed, naming the new id;
+// it is stored before the answer, so that every shaper answers the old id
+// alike from then on.
 func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
 	s.apply(w, r, func(ctx context.Context, d Letter) (string, bool) {
 		id, kept := s.cfg.Replay(ctx, d.Policy, d.Key, d.data)
 		if kept {
-			s.cfg.Jobs.Put(jobs.Record{ID: d.ID, Policy: d.Policy, Key: d.Key, Status: jobs.Dead, Reason: d.Reason, LastError: "replayed as " + id})
+			rec := jobs.Record{ID: d.ID, Policy: d.Policy, Key: d.Key, Status: jobs.Replayed, Reason: d.Reason, ReplayedAs: id,
+				History: append(d.History, time.Now().UTC().Format(time.RFC3339Nano)+" replayed as "+id)}
+			if d.From == FromDeferred {
+				rec.Deferrals = d.Attempts
+			} else {
+				rec.Attempts = d.Attempts
+			}
+			if err := s.cfg.Jobs.Write(ctx, rec); err != nil {
+				s.log.Warn("replayed dead letter's record not kept: its old id answers dead", "policy", d.Policy, "job", d.ID, "replayed_as", id, "err", err)
+			}
 		}
 		return id, kept
 	})

@@ -117,3 +117,29 @@ func NotFound(mux *http.ServeMux) http.HandlerFunc {
 		Error(w, http.StatusNotFound, "no route "+r.Method+" "+Quote(r.URL.Path)+" (the API is under /v1/)")
 	}
 }
+
+// Mux is an http.ServeMux that remembers the patterns registered on it, in
+// order, so that the routes a shaper serves can be listed (the API
+// reference, docs/api.md, is checked against them).
+type Mux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{ServeMux: http.NewServeMux()} }
+
+// Handle registers h for pattern, as http.ServeMux.Handle does.
+func (m *Mux) Handle(pattern string, h http.Handler) {
+	m.ServeMux.Handle(pattern, h)
+	m.patterns = append(m.patterns, pattern)
+}
+
+// HandleFunc registers h for pattern, as http.ServeMux.HandleFunc does.
+func (m *Mux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.ServeMux.HandleFunc(pattern, h)
+	m.patterns = append(m.patterns, pattern)
+}
+
+// Patterns returns the patterns registered so far, in order.
+func (m *Mux) Patterns() []string { return append([]string(nil), m.patterns...) }

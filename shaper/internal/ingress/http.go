@@ -16,7 +16,7 @@ import (
 // Routes adds the submission routes to mux, behind guard: POST
 // /v1/jobs/{policy}/{key} (body = payload; Idempotency-Key and traceparent
 // headers optional).
-func (in *Ingress) Routes(mux *http.ServeMux, guard httpapi.Guard) {
+func (in *Ingress) Routes(mux *httpapi.Mux, guard httpapi.Guard) {
 	mux.HandleFunc("POST /v1/jobs/{policy}/{key...}", guard(in.handleSubmit))
 	mux.HandleFunc("POST /v1/jobs/{policy}", guard(func(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, failed(http.StatusBadRequest, "bad key: empty (POST /v1/jobs/{policy}/{key})"))

@@ -6,7 +6,8 @@
 // stored there it is queued, and once it is gone it was delivered, unless a
 // record says otherwise. Records are kept only for what cannot be derived:
 // a deferred job (its id is its own), a failed delivery attempt, a dead
-// letter, and the delivery of a job that had a record before. Memory
+// letter, a dead letter replayed (which names its new job), and the
+// delivery of a job that had a record before. Memory
 // therefore does not grow with the jobs delivered, however long a shaper
 // runs.
 //
@@ -19,7 +20,8 @@
 // past the horizon is answered 404, never a guess.
 //
 // Records are written without waiting for JetStream (Put), except a dead
-// letter's (Write), which must be kept before its job leaves the queue.
+// letter's (Write), which must be kept before its job leaves the queue, and
+// a replay's, which every shaper must answer as soon as the replay is done.
 package jobs
 
 import (
@@ -60,6 +62,9 @@ const (
 	Deferred  Status = "deferred"
 	Delivered Status = "delivered"
 	Dead      Status = "dead"
+	// Replayed is a dead letter submitted again (POST /v1/dead/replay): as
+	// a new job, named by the record's ReplayedAs.
+	Replayed Status = "replayed"
 )
 
 // Record is what GET /v1/jobs/{id} shows. A delivered job whose status is
@@ -74,8 +79,10 @@ type Record struct {
 	NextTry   time.Time `json:"next_try,omitzero"`
 	Reason    string    `json:"reason,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
-	History   []string  `json:"history,omitempty"`
-	Updated   time.Time `json:"updated,omitzero"`
+	// ReplayedAs is the id of the new job a replayed dead letter became.
+	ReplayedAs string    `json:"replayed_as,omitempty"`
+	History    []string  `json:"history,omitempty"`
+	Updated    time.Time `json:"updated,omitzero"`
 }
 
 // derivable reports whether r says only what the job's queue says without

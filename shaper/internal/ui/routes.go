@@ -28,7 +28,7 @@ const contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'
 // The series are behind admin. The page's files hold no data: with a
 // token configured (tokenSet) anyone may load them and the page asks for
 // the token; without one they are behind admin too (loopback clients only).
-func (s *Series) Routes(mux *http.ServeMux, admin httpapi.Guard, tokenSet bool) {
+func (s *Series) Routes(mux *httpapi.Mux, admin httpapi.Guard, tokenSet bool) {
 	page := admin
 	if tokenSet {
 		page = httpapi.Open

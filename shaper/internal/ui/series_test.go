@@ -64,7 +64,7 @@ type answer struct {
 	} `json:"policies"`
 }
 
-func get(t *testing.T, mux *http.ServeMux, url, auth string) (*httptest.ResponseRecorder, answer) {
+func get(t *testing.T, mux http.Handler, url, auth string) (*httptest.ResponseRecorder, answer) {
 	t.Helper()
 	req := httptest.NewRequest("GET", url, nil)
 	req.RemoteAddr = "127.0.0.1:1234"
@@ -89,7 +89,7 @@ func TestSeriesSamplesRatesOverTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &source{start: time.Now(), names: []string{"a", "b"}}
 		s := ui.New(src, ui.Config{Interval: time.Second, Window: 10 * time.Second})
-		mux := http.NewServeMux()
+		mux := httpapi.NewMux()
 		s.Routes(mux, httpapi.Bearer("tok", "the page"), true)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -159,7 +159,7 @@ func TestDeepestKeysOnlyWhileWatched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &source{start: time.Now(), names: []string{"a"}, depths: map[string]uint64{"x": 3, "y": 9, "z": 3, "idle": 0}}
 		s := ui.New(src, ui.Config{Deepest: 2})
-		mux := http.NewServeMux()
+		mux := httpapi.NewMux()
 		s.Routes(mux, httpapi.Bearer("", "the page"), false)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -196,12 +196,12 @@ func TestDeepestKeysOnlyWhileWatched(t *testing.T) {
 // it), loopback-only without one; its data always needs admin access.
 func TestRoutesGuard(t *testing.T) {
 	s := ui.New(&source{start: time.Now()}, ui.Config{})
-	withToken := http.NewServeMux()
+	withToken := httpapi.NewMux()
 	s.Routes(withToken, httpapi.Bearer("tok", "the page"), true)
-	noToken := http.NewServeMux()
+	noToken := httpapi.NewMux()
 	s.Routes(noToken, httpapi.Bearer("", "the page"), false)
 	for _, c := range []struct {
-		mux        *http.ServeMux
+		mux        *httpapi.Mux
 		path, from string
 		auth       string
 		want       int
