@@ -89,3 +89,35 @@ func removeAll(ctx context.Context, q Queue, seqs []uint64) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// LastStarts returns when each key whose last attempt started after since
+// started it, by key token: what the next drainer of the keys needs to
+// keep their pace across a hand-over (KeepPace).
+func (d *Drainer) LastStarts(since time.Time) map[string]time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]time.Time{}
+	for token, k := range d.keys {
+		if k.lastStart.After(since) {
+			out[token] = k.lastStart
+		}
+	}
+	return out
+}
+
+// KeepPace makes the next attempt of each key in last (by key token) no
+// sooner than one outflow interval after the time given: when another
+// drainer last started one of its jobs (LastStarts), before it handed the
+// keys over. Call it before SetActive(true).
+func (d *Drainer) KeepPace(last map[string]time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for token, at := range last {
+		k := d.keys[token]
+		if k == nil || !at.After(k.lastStart) {
+			continue
+		}
+		k.last, k.lastStart = at, at
+		k.next = maxTime(k.next, at.Add(d.pace.Interval))
+	}
+}

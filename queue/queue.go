@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,7 +95,18 @@ type Queue struct {
 	// and when a drainer misses a job), so a stream deleted and created
 	// again under a running shaper soon gets new ids.
 	epoch atomic.Pointer[string]
+	// caughtUp is closed once a Watch has reported every job stored when
+	// it started (WatchCaughtUp).
+	caughtUp     chan struct{}
+	caughtUpOnce sync.Once
 }
+
+// WatchCaughtUp returns a channel closed once a Watch of the queue has
+// reported every job that was stored when it started: the watcher (a
+// drainer) then knows every key with jobs.
+func (q *Queue) WatchCaughtUp() <-chan struct{} { return q.caughtUp }
+
+func (q *Queue) markCaughtUp() { q.caughtUpOnce.Do(func() { close(q.caughtUp) }) }
 
 // Open creates or updates the stream that holds policy's queue, with room for
 // size jobs per key, and returns the Queue. A larger size than the stream
@@ -105,7 +117,7 @@ func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, 
 	if size <= 0 {
 		return nil, fmt.Errorf("queue: open %q: size %d must be positive", policy, size)
 	}
-	q := &Queue{js: js, policy: policy, cfg: cfg, prefix: cfg.SubjectRoot + "." + policy + "."}
+	q := &Queue{js: js, policy: policy, cfg: cfg, prefix: cfg.SubjectRoot + "." + policy + ".", caughtUp: make(chan struct{})}
 	sc := jetstream.StreamConfig{
 		Name:                 cfg.StreamPrefix + policy,
 		Description:          "shaper queue of policy " + policy,

@@ -51,11 +51,12 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 				return
 			}
 			last, progress = md.Sequence.Stream, time.Now()
-			token := q.Token(m.Subject())
-			if token == "" {
-				return
+			if token := q.Token(m.Subject()); token != "" {
+				fn(Notice{Token: token, Seq: md.Sequence.Stream})
 			}
-			fn(Notice{Token: token, Seq: md.Sequence.Stream})
+			if md.NumPending == 0 {
+				q.markCaughtUp()
+			}
 		}
 	}
 	check := time.NewTicker(WatchStall / 3)
@@ -99,8 +100,11 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 		current = cc
 		mu.Lock()
 		progress = time.Now()
-		if info := cons.CachedInfo(); info != nil && info.NumPending == 0 && before > floor {
-			floor = before // nothing stored up to `before` is left to report
+		if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
+			if before > floor {
+				floor = before // nothing stored up to `before` is left to report
+			}
+			q.markCaughtUp()
 		}
 		mu.Unlock()
 	watch:

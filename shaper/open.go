@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/shaper-dev/shaper/policies"
@@ -121,8 +122,9 @@ func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-ch
 	s.policies.add(p.Name, line)
 	first := make(chan struct{})
 	if n := line.Drain.Partitions(); n > 1 {
+		held := s.partitionHeld(lctx, p.Name, line)
 		s.background.Go(func() {
-			s.cluster.HoldPartitions(lctx, p.Name, n, line.SetPartition, func() { close(first) })
+			s.cluster.HoldPartitions(lctx, p.Name, n, held, func() { close(first) })
 		})
 	} else {
 		s.background.Go(func() {
@@ -156,4 +158,39 @@ func (s *Shaper) reportShutdown() (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// partitionHeld returns what a shaper does when it takes or gives up
+// partition i of policy name, served by line: it keeps the pace of the
+// keys the previous holder handed over (cluster.Handover) and starts
+// delivering; or it stops, frees the slots of the jobs it delivered
+// (pipeline.Pipeline.SetPartition) and leaves its keys' last attempts for
+// the next holder. Renewals of a holding only move its bound on.
+func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) func(i int, holding bool, until time.Time) {
+	n := line.Drain.Partitions()
+	var mu sync.Mutex
+	held := make([]bool, n)
+	return func(i int, holding bool, until time.Time) {
+		mu.Lock()
+		was := held[i]
+		held[i] = holding
+		mu.Unlock()
+		lease := cluster.PartitionLease(name, i, n)
+		switch {
+		case holding && !was:
+			if last := s.cluster.Handover(ctx, lease); len(last) > 0 {
+				line.Drain.Part(i).KeepPace(last)
+			}
+			line.SetPartition(i, true, until)
+		case holding:
+			line.Drain.HoldUntil(i, until)
+			if i == 0 {
+				line.DeferDrain.HoldUntil(until)
+			}
+		default:
+			line.SetPartition(i, false, until)
+			since := time.Now().Add(-line.Policy().Outflow.Interval())
+			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, line.Drain.Part(i).LastStarts(since))
+		}
+	}
 }

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -240,7 +241,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	}
 	s.background.Go(func() { s.recorder.Run(runCtx) })
 	s.serving.Store(true)
-	s.cluster.SetReady() // partitions are shared out to this shaper from now on
+	s.background.Go(func() { s.readyToDrain(runCtx) })
 	close(s.ready)
 	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.policies.names()),
 		"operator_page", "http://"+s.HTTPAddr()+"/ui/")
@@ -292,4 +293,27 @@ serving:
 	wg.Wait()
 	s.log.Info("shaper stopped")
 	return runErr
+}
+
+// caughtUpWait bounds how long a shaper waits for its watches of the
+// queues to catch up before it takes its share of the partitions anyway.
+const caughtUpWait = 30 * time.Second
+
+// readyToDrain tells the cluster that this shaper may be given partitions
+// (cluster.SetReady) once every policy's watch of its queue has reported
+// the jobs stored when it started: a partition handed over to it is then
+// delivered at once, not after reading the whole queue.
+func (s *Shaper) readyToDrain(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, caughtUpWait)
+	defer cancel()
+	for _, line := range s.policies.snapshot() {
+		select {
+		case <-line.queue.WatchCaughtUp():
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				s.log.Warn("the watch of a queue has not caught up: taking partitions anyway", "policy", line.name, "after", caughtUpWait)
+			}
+		}
+	}
+	s.cluster.SetReady()
 }

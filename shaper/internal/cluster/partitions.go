@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -227,4 +228,49 @@ func (c *Cluster) Drainers(ctx context.Context, name string, n int) []string {
 	}
 	c.drainers.read[name] = drainersRead{at: time.Now(), holders: holders}
 	return holders
+}
+
+// handoverKey names the entry in which the last holder of a lease leaves
+// its keys' last attempts for the next one (PutHandover). It expires with
+// the leases bucket's TTL.
+func handoverKey(lease string) string { return "handover." + lease }
+
+// PutHandover leaves the last attempts of the keys of a partition (by key
+// token) for its next holder, before this shaper releases its lease: the
+// next holder keeps their pace (Handover). Errors are logged: without the
+// entry the next holder may start a key up to one interval early.
+func (c *Cluster) PutHandover(ctx context.Context, lease string, last map[string]time.Time) {
+	if len(last) == 0 {
+		return
+	}
+	ms := make(map[string]int64, len(last))
+	for token, at := range last {
+		ms[token] = at.UnixMilli()
+	}
+	b, _ := json.Marshal(ms)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
+	defer cancel()
+	if _, err := c.leases.Put(ctx, handoverKey(lease), b); err != nil {
+		c.log.Warn("partition hand-over: keys' last attempts not left for the next holder", "lease", lease, "err", err)
+	}
+}
+
+// Handover returns the last attempts the previous holder of a lease left
+// (PutHandover), and nothing when it left none or they expired.
+func (c *Cluster) Handover(ctx context.Context, lease string) map[string]time.Time {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
+	defer cancel()
+	e, err := c.leases.Get(ctx, handoverKey(lease))
+	if err != nil {
+		return nil
+	}
+	var ms map[string]int64
+	if json.Unmarshal(e.Value(), &ms) != nil {
+		return nil
+	}
+	out := make(map[string]time.Time, len(ms))
+	for token, at := range ms {
+		out[token] = time.UnixMilli(at)
+	}
+	return out
 }
