@@ -23,7 +23,10 @@
 // BENCHMARKS.md). TestTuneFidelity checks that shaper tune's replay
 // predicts a live shaper: accepted and rejected counts within 2 % and the
 // p99 time in queue within 10 % of a live run of the same trace (producer
-// send --trace), for three made-up traces.
+// send --trace), for three made-up traces. TestUpgradeKeepsQueuedJobs
+// starts this tree's shaper on a store written by the previous release
+// (testdata/upgrade) and checks that its queued, deferred and dead jobs
+// and its live override survive, in one partition and in four.
 //
 // Run them with
 //

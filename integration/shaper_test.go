@@ -28,6 +28,7 @@ type shaperConfig struct {
 	shutdown   time.Duration
 	leaseTTL   time.Duration // --lease-ttl; default the shaper's
 	bin        string        // the shaper binary; default the one TestMain built
+	extra      []string      // more flags of serve
 }
 
 // embeddedShaper returns the config of a shaper with embedded JetStream on
@@ -86,6 +87,7 @@ func launchShaper(t *testing.T, c shaperConfig) *proc {
 	if c.shutdown > 0 {
 		args = append(args, "--shutdown-timeout", c.shutdown.String())
 	}
+	args = append(args, c.extra...)
 	return startProc(t, "shaper "+c.httpAddr, cmp.Or(c.bin, bins.shaper), args...)
 }
 
