@@ -138,10 +138,8 @@ func TestPartitionedDrain(t *testing.T) {
 	pause, part, at := rec.longestPartitionGap(partOf, restartAt, time.Now())
 	t.Logf("longest pause of a partition's deliveries while it was handed back: %v, partition %d from %v after the restart began (a slot is %v)",
 		pause.Round(time.Millisecond), part, at.Sub(restartAt).Round(time.Millisecond), slot)
-	// The goal is one slot; a shaper just started can lag up to about one
-	// more while its watch of the queue catches up (see docs/scaling.md).
-	if pause > 2*slot {
-		t.Errorf("a partition paused %v while rebalancing, want at most two slots (%v each; the goal is one)", pause, slot)
+	if pause > slot {
+		t.Errorf("a partition paused %v while rebalancing, want at most one slot (%v)", pause, slot)
 	}
 
 	ids := submitted()

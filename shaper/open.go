@@ -121,18 +121,10 @@ func (s *Shaper) serve(runCtx, openCtx context.Context, p policies.Policy) (<-ch
 	line.stopLease = cancel
 	s.policies.add(p.Name, line)
 	first := make(chan struct{})
-	if n := line.Drain.Partitions(); n > 1 {
-		held := s.partitionHeld(lctx, p.Name, line)
-		s.background.Go(func() {
-			s.cluster.HoldPartitions(lctx, p.Name, n, held, func() { close(first) })
-		})
-	} else {
-		s.background.Go(func() {
-			s.cluster.HoldLease(lctx, p.Name, func(holding bool, until time.Time) {
-				line.SetPartition(0, holding, until) // the fence first; a loss keeps the last
-			}, func() { close(first) })
-		})
-	}
+	held := s.partitionHeld(lctx, p.Name, line)
+	s.background.Go(func() {
+		s.cluster.HoldPartitions(lctx, p.Name, line.Drain.Partitions(), held, func() { close(first) })
+	})
 	s.background.Go(func() { s.jobs.KeepHorizon(lctx, p.Name, line.queue) })
 	return first, nil
 }

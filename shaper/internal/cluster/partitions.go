@@ -3,12 +3,16 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A policy drained in n > 1 partitions has one lease per partition,
@@ -114,9 +118,11 @@ func Assign(policy string, n int, members []string, self string) []bool {
 	return mine
 }
 
-// HoldPartitions holds the leases of the partitions of policy name (n >
-// 1) that Assign gives this shaper, following the membership, until ctx
-// ends; then it releases them. held(i, …) is HoldLease's held for
+// HoldPartitions holds the leases of the partitions of policy name that
+// Assign gives this shaper (with one partition: stands by for the policy's
+// one lease, as every shaper does), following the membership, until ctx
+// ends; then it releases them. While other shapers drain the policy in
+// another number of partitions (checkLayout), it holds none. held(i, …) is HoldLease's held for
 // partition i, called from one goroutine per partition. first is called
 // once the first attempt at each partition given at the start is over.
 func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held func(i int, holding bool, until time.Time), first func()) {
@@ -132,7 +138,11 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 			}
 		}
 	}()
-	var firsts sync.WaitGroup
+	var (
+		firsts   sync.WaitGroup
+		held0    atomic.Bool // this shaper holds partition 0: it keeps the layout entry
+		conflict bool        // another layout is in use: stand by
+	)
 	start := true
 	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
 	defer tick.Stop()
@@ -145,6 +155,22 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 			members, changed = c.Members()
 		}
 		mine := Assign(name, n, members, c.Self())
+		if n == 1 {
+			mine[0] = true // every shaper stands by for a policy's one lease
+		}
+		holds0 := running[0] != nil && held0.Load()
+		switch other := c.checkLayout(ctx, name, n, holds0); {
+		case other != 0 && !conflict:
+			c.log.Error("policy drained in another number of partitions by other shapers: this shaper stands by until they stop (give every shaper the same policy file)",
+				"policy", name, "partitions_here", n, "partitions_there", other)
+			fallthrough
+		case other != 0:
+			conflict = true
+			clear(mine)
+		case conflict:
+			conflict = false
+			c.log.Info("policy's partitions agree again: draining", "policy", name, "partitions", n)
+		}
 		for i, h := range running {
 			if h != nil && closed(h.done) {
 				running[i], h = nil, nil
@@ -163,7 +189,10 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 				}
 				go func() {
 					defer close(h.done)
-					c.holdLease(hctx, PartitionLease(name, i, n), true, func(on bool, until time.Time) {
+					c.holdLease(hctx, PartitionLease(name, i, n), n > 1, func(on bool, until time.Time) {
+						if i == 0 {
+							held0.Store(on)
+						}
 						held(i, on, until)
 					}, once)
 				}()
@@ -273,4 +302,42 @@ func (c *Cluster) Handover(ctx context.Context, lease string) map[string]time.Ti
 		out[token] = time.UnixMilli(at)
 	}
 	return out
+}
+
+// layoutKey names the entry that says in how many partitions a policy is
+// drained: kept by the holder of its partition 0, it expires with the
+// leases bucket's TTL once no shaper drains the policy that way.
+func layoutKey(policy string) string { return "layout." + policy }
+
+// checkLayout returns the number of partitions other shapers drain policy
+// name in, when it is not n, and 0 when this shaper may drain it in n:
+// the layout entry says n or nothing, and, for n > 1, no shaper of an
+// earlier release (which knows no layout entry) holds the policy's one
+// lease. It creates the entry when there is none, and renews it when keep
+// (this shaper holds partition 0). A failed read says 0: the leases
+// themselves still keep a partition with one shaper.
+func (c *Cluster) checkLayout(ctx context.Context, name string, n int, keep bool) int {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
+	defer cancel()
+	value := []byte(strconv.Itoa(n))
+	e, err := c.leases.Get(ctx, layoutKey(name))
+	switch {
+	case err == nil:
+		if other, _ := strconv.Atoi(string(e.Value())); other != n && other > 0 {
+			return other
+		}
+		if keep {
+			c.leases.Put(ctx, layoutKey(name), value)
+		}
+		return 0
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0
+	}
+	if n > 1 {
+		if e, err := c.leases.Get(ctx, name); err == nil && parseHolder(e.Value()).Instance != c.cfg.Instance {
+			return 1 // an earlier release drains the policy whole
+		}
+	}
+	c.leases.Create(ctx, layoutKey(name), value) // lost to another shaper: read at the next look
+	return 0
 }

@@ -1,0 +1,159 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/shaper/internal/cluster"
+)
+
+func TestAssignBalances(t *testing.T) {
+	members := []string{"a", "b", "c"}
+	for _, n := range []int{1, 2, 3, 8, 100} {
+		count := map[string]int{}
+		for i := range n {
+			owners := 0
+			for _, m := range members {
+				if cluster.Assign("orders", n, members, m)[i] {
+					count[m]++
+					owners++
+				}
+			}
+			if owners != 1 {
+				t.Fatalf("n=%d: partition %d has %d owners, want 1", n, i, owners)
+			}
+		}
+		for _, m := range members {
+			if c := count[m]; c < n/3 || c > (n+2)/3 {
+				t.Errorf("n=%d: %s drains %d partitions, want ⌊n/3⌋ or ⌈n/3⌉", n, m, c)
+			}
+		}
+	}
+	// A member not among those read yet counts as one of them.
+	if mine := cluster.Assign("orders", 8, nil, "x"); slices.Contains(mine, false) {
+		t.Errorf("a lone member is given %v, want every partition", mine)
+	}
+}
+
+// partitionsHeld is one shaper's side of HoldPartitions: which partitions
+// it holds now.
+type partitionsHeld struct {
+	mu   sync.Mutex
+	held map[int]bool
+}
+
+func (p *partitionsHeld) set(i int, on bool, _ time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held[i] = on
+}
+
+func (p *partitionsHeld) list() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int
+	for i, on := range p.held {
+		if on {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// holdParts runs HoldPartitions for policy p in n partitions as instance,
+// ready at once, until the returned stop is called.
+func holdParts(t *testing.T, url, instance string, n int, ttl time.Duration) (*partitionsHeld, func()) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Open(context.Background(), js, cluster.Config{Instance: instance, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Claim(context.Background(), instance); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReady()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.KeepMembership(ctx) })
+	h := &partitionsHeld{held: map[int]bool{}}
+	wg.Go(func() { c.HoldPartitions(ctx, "p", n, h.set, func() {}) })
+	stop := func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return h, stop
+}
+
+func waitHeld(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Three shapers share 6 partitions, two each; one stops and the other two
+// take its partitions; no partition is ever held by two of them.
+func TestHoldPartitionsShareAndMove(t *testing.T) {
+	s := testenv.NATS(t)
+	const ttl = 1500 * time.Millisecond
+	var hs []*partitionsHeld
+	var stops []func()
+	for _, name := range []string{"a", "b", "c"} {
+		h, stop := holdParts(t, s.ClientURL(), name, 6, ttl)
+		hs, stops = append(hs, h), append(stops, stop)
+	}
+	shared := func(live ...int) func() bool {
+		return func() bool {
+			var all []int
+			for _, i := range live {
+				l := hs[i].list()
+				if len(l) != 6/len(live) {
+					return false
+				}
+				all = append(all, l...)
+			}
+			slices.Sort(all)
+			return slices.Equal(all, []int{0, 1, 2, 3, 4, 5})
+		}
+	}
+	waitHeld(t, "6 partitions shared out 2, 2, 2", shared(0, 1, 2))
+	stops[2]()
+	waitHeld(t, "c's partitions taken by a and b, 3 each", shared(0, 1))
+	t.Logf("a holds %v, b holds %v", hs[0].list(), hs[1].list())
+}
+
+// A shaper whose policy file says another number of partitions than the
+// shapers draining the policy holds none of them until those stop.
+func TestHoldPartitionsStandsByForAnotherLayout(t *testing.T) {
+	s := testenv.NATS(t)
+	const ttl = 1500 * time.Millisecond
+	one, stopOne := holdParts(t, s.ClientURL(), "one", 1, ttl)
+	waitHeld(t, "the one-partition shaper to hold the policy", func() bool { return fmt.Sprint(one.list()) == "[0]" })
+	four, _ := holdParts(t, s.ClientURL(), "four", 4, ttl)
+	time.Sleep(2 * ttl)
+	if l := four.list(); len(l) > 0 {
+		t.Fatalf("the four-partition shaper holds %v while another drains the policy whole", l)
+	}
+	stopOne()
+	waitHeld(t, "the four-partition shaper to take all four once the other stopped", func() bool { return len(four.list()) == 4 })
+}
