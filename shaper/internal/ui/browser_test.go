@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,6 +47,7 @@ policies:
     outflow: 5/s
     queue: 10
     overflow: defer
+    partitions: 4
   - name: hooks
     outflow: 20/s
     queue: 10
@@ -95,6 +97,14 @@ policies:
 	b.waitFor("the dead letters of hooks", `document.querySelectorAll('[data-policy="hooks"] .letters li[data-seq]').length == 2`, 15*time.Second)
 
 	checkFigures(t, b, api)
+
+	// Who drains what: the lone shaper drains orders whole and bulk's 4
+	// partitions, and the badge's title names it.
+	b.waitFor("bulk's partitions on its badge", `document.querySelector('[data-policy="bulk"] .badge.drain').textContent == 'drains 4 of 4 partitions here' &&
+		document.querySelector('[data-policy="bulk"] .badge.drain').title.split('\n').length == 4`, 15*time.Second)
+	if got := eval[string](b, `document.querySelector('[data-policy="orders"] .badge.drain').title`); !strings.HasPrefix(got, "drained by ") {
+		t.Errorf("orders' drain badge says %q on hover, want the shaper draining it", got)
+	}
 
 	// Settings and rate as the file says: 3 busy keys at 10/s.
 	if got := eval[string](b, `document.querySelector('[data-policy="orders"] input[name="outflow"]').value`); got != "10/s" {
