@@ -50,9 +50,67 @@ type keyState struct {
 
 	notified uint64              // highest sequence Watch reported
 	early    map[uint64]struct{} // removed before Watch reported them
-	depth    int64               // jobs stored for the key, as far as the drainer saw
+	depth    int64               // jobs stored for the key, as far as the drainer saw; set by setDepth
+
+	// counts are the Drainer's figures over its keys, which the key's
+	// depth and aside count in (setDepth, setAside); nil: none (a key
+	// forgotten, or made by a test).
+	counts *keyCounts
 
 	step step // the key's step, reused: a key is in one step at a time
+}
+
+// keyCounts are a Drainer's figures over all its keys, kept up to date by
+// each key as its depth and its failed jobs stepped aside change, so that
+// Stats reads them without looking at any key. Guarded by the Drainer's mu.
+type keyCounts struct {
+	withJobs int // keys whose depth is above 0
+	aside    int // failed jobs stepped aside, over every key
+}
+
+// setDepth sets the key's depth: every change of it goes through here, so
+// that the key counts among the keys with jobs exactly while its depth is
+// above 0.
+func (k *keyState) setDepth(n int64) {
+	if k.counts != nil && (k.depth > 0) != (n > 0) {
+		if n > 0 {
+			k.counts.withJobs++
+		} else {
+			k.counts.withJobs--
+		}
+	}
+	k.depth = n
+}
+
+// setAside sets the key's failed jobs stepped aside: every change of them
+// goes through here, so that the Drainer's count of them follows.
+func (k *keyState) setAside(aside []tried) {
+	if k.counts != nil {
+		k.counts.aside += len(aside) - len(k.aside)
+	}
+	k.aside = aside
+}
+
+// attach makes the key count in counts, as it is now.
+func (k *keyState) attach(counts *keyCounts) {
+	k.detach()
+	k.counts = counts
+	if k.depth > 0 {
+		counts.withJobs++
+	}
+	counts.aside += len(k.aside)
+}
+
+// detach takes the key out of the counts it counts in: it is forgotten.
+func (k *keyState) detach() {
+	if k.counts == nil {
+		return
+	}
+	if k.depth > 0 {
+		k.counts.withJobs--
+	}
+	k.counts.aside -= len(k.aside)
+	k.counts = nil
 }
 
 func newKeyState(token, name string) *keyState {
@@ -82,7 +140,7 @@ func (k *keyState) notice(seq uint64) (news, counted bool) {
 		delete(k.early, seq)
 		return true, false
 	}
-	k.depth++
+	k.setDepth(k.depth + 1)
 	return true, true
 }
 
@@ -91,7 +149,7 @@ func (k *keyState) notice(seq uint64) (news, counted bool) {
 // so that its notice, when it comes, does not count it.
 func (k *keyState) removed(seq uint64) (counted bool) {
 	if seq <= k.notified {
-		k.depth--
+		k.setDepth(k.depth - 1)
 		return true
 	}
 	if k.early == nil {
@@ -125,7 +183,7 @@ func (k *keyState) drop(i int) (seq uint64) {
 		return seq
 	}
 	seq = k.aside[i].msg.Seq
-	k.aside = slices.Delete(k.aside, i, i+1)
+	k.setAside(slices.Delete(k.aside, i, i+1))
 	return seq
 }
 
@@ -214,7 +272,7 @@ func (k *keyState) known() int64 {
 // keeps while later ones go: a key whose list was trimmed seeks them once
 // the list runs out (lost).
 func (k *keyState) resync(stored, highest uint64) {
-	k.depth = int64(stored) + int64(countAbove(k.seqs, highest))
+	k.setDepth(int64(stored) + int64(countAbove(k.seqs, highest)))
 	if trimOldest(&k.seqs, highest, int(stored)) {
 		// Another drainer with a retry budget keeps failed jobs while it
 		// delivers later ones: the oldest may be stored after all.
