@@ -55,62 +55,10 @@ type keyState struct {
 	// counts are the Drainer's figures over its keys, which the key's
 	// depth and aside count in (setDepth, setAside); nil: none (a key
 	// forgotten, or made by a test).
-	counts *keyCounts
+	counts   *keyCounts
+	up, down *keyState // the keys before and after it at its level of the keys by depth (counts.go)
 
 	step step // the key's step, reused: a key is in one step at a time
-}
-
-// keyCounts are a Drainer's figures over all its keys, kept up to date by
-// each key as its depth and its failed jobs stepped aside change, so that
-// Stats reads them without looking at any key. Guarded by the Drainer's mu.
-type keyCounts struct {
-	withJobs int // keys whose depth is above 0
-	aside    int // failed jobs stepped aside, over every key
-}
-
-// setDepth sets the key's depth: every change of it goes through here, so
-// that the key counts among the keys with jobs exactly while its depth is
-// above 0.
-func (k *keyState) setDepth(n int64) {
-	if k.counts != nil && (k.depth > 0) != (n > 0) {
-		if n > 0 {
-			k.counts.withJobs++
-		} else {
-			k.counts.withJobs--
-		}
-	}
-	k.depth = n
-}
-
-// setAside sets the key's failed jobs stepped aside: every change of them
-// goes through here, so that the Drainer's count of them follows.
-func (k *keyState) setAside(aside []tried) {
-	if k.counts != nil {
-		k.counts.aside += len(aside) - len(k.aside)
-	}
-	k.aside = aside
-}
-
-// attach makes the key count in counts, as it is now.
-func (k *keyState) attach(counts *keyCounts) {
-	k.detach()
-	k.counts = counts
-	if k.depth > 0 {
-		counts.withJobs++
-	}
-	counts.aside += len(k.aside)
-}
-
-// detach takes the key out of the counts it counts in: it is forgotten.
-func (k *keyState) detach() {
-	if k.counts == nil {
-		return
-	}
-	if k.depth > 0 {
-		k.counts.withJobs--
-	}
-	k.counts.aside -= len(k.aside)
-	k.counts = nil
 }
 
 func newKeyState(token, name string) *keyState {
