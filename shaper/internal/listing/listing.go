@@ -130,11 +130,11 @@ func (s Streams) Page(ctx context.Context, policies []string, req Request, keep 
 		if p.done() {
 			// The page is full: the next one starts with the first policy
 			// that has anything to list.
-			any, err := s.any(ctx, name)
+			has, err := s.holds(ctx, name)
 			if err != nil {
 				return nil, err
 			}
-			if any {
+			if has {
 				return &Cursor{Policy: name}, nil
 			}
 			continue
@@ -231,8 +231,8 @@ func (s Streams) read(ctx context.Context, policy string, start uint64, p *page)
 // errNoAnswer: a fetch came back empty with messages left to read.
 var errNoAnswer = errors.New("listing: the stream handed over no messages while it holds more")
 
-// any reports whether policy's stream holds a message on its subject.
-func (s Streams) any(ctx context.Context, policy string) (bool, error) {
+// holds reports whether policy's stream holds a message on its subject.
+func (s Streams) holds(ctx context.Context, policy string) (bool, error) {
 	stream, err := s.JS.Stream(ctx, s.Name(policy))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false, nil
