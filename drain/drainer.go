@@ -131,6 +131,7 @@ type Drainer struct {
 	active                 bool
 	inflight               int
 	queued                 int64
+	counts                 keyCounts     // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
 	seen                   uint64        // the highest sequence the watch reported
 	seenMore               chan struct{} // closed when seen grows, made by AwaitSeen
 

@@ -50,7 +50,13 @@ type keyState struct {
 
 	notified uint64              // highest sequence Watch reported
 	early    map[uint64]struct{} // removed before Watch reported them
-	depth    int64               // jobs stored for the key, as far as the drainer saw
+	depth    int64               // jobs stored for the key, as far as the drainer saw; set by setDepth
+
+	// counts are the Drainer's figures over its keys, which the key's
+	// depth and aside count in (setDepth, setAside); nil: none (a key
+	// forgotten, or made by a test).
+	counts   *keyCounts
+	up, down *keyState // the keys before and after it at its level of the keys by depth (counts.go)
 
 	step step // the key's step, reused: a key is in one step at a time
 }
@@ -82,7 +88,7 @@ func (k *keyState) notice(seq uint64) (news, counted bool) {
 		delete(k.early, seq)
 		return true, false
 	}
-	k.depth++
+	k.setDepth(k.depth + 1)
 	return true, true
 }
 
@@ -91,7 +97,7 @@ func (k *keyState) notice(seq uint64) (news, counted bool) {
 // so that its notice, when it comes, does not count it.
 func (k *keyState) removed(seq uint64) (counted bool) {
 	if seq <= k.notified {
-		k.depth--
+		k.setDepth(k.depth - 1)
 		return true
 	}
 	if k.early == nil {
@@ -125,7 +131,7 @@ func (k *keyState) drop(i int) (seq uint64) {
 		return seq
 	}
 	seq = k.aside[i].msg.Seq
-	k.aside = slices.Delete(k.aside, i, i+1)
+	k.setAside(slices.Delete(k.aside, i, i+1))
 	return seq
 }
 
@@ -214,7 +220,7 @@ func (k *keyState) known() int64 {
 // keeps while later ones go: a key whose list was trimmed seeks them once
 // the list runs out (lost).
 func (k *keyState) resync(stored, highest uint64) {
-	k.depth = int64(stored) + int64(countAbove(k.seqs, highest))
+	k.setDepth(int64(stored) + int64(countAbove(k.seqs, highest)))
 	if trimOldest(&k.seqs, highest, int(stored)) {
 		// Another drainer with a retry budget keeps failed jobs while it
 		// delivers later ones: the oldest may be stored after all.

@@ -54,6 +54,7 @@ func (d *Drainer) Release(ctx context.Context) error {
 			d.queued -= int64(n)
 			k.freedAt = now
 		}
+		d.tally(k)
 	}
 	return nil
 }

@@ -156,7 +156,7 @@ func (k *keyState) unblock(now time.Time) {
 	if k.head.msg == nil || !k.head.retrying || k.head.paused || len(k.aside) >= maxAside {
 		return
 	}
-	k.aside = append(k.aside, k.head)
+	k.setAside(append(k.aside, k.head))
 	k.from = max(k.from, k.head.msg.Seq+1)
 	k.head = tried{}
 	k.fetch, k.fetchAt = true, now
@@ -197,7 +197,7 @@ func (k *keyState) reread() {
 	k.seqs = slices.Compact(keep)
 	k.from = low
 	clear(k.aside)
-	k.aside = k.aside[:0]
+	k.setAside(k.aside[:0])
 	k.head = tried{}
 	k.reserved = false
 	k.credit = initialCredit

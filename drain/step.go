@@ -222,7 +222,7 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 			// counted jobs another drainer removed.
 			k.unsure = false
 			if lost := k.depth - k.known(); lost > 0 {
-				k.depth -= lost
+				k.setDepth(k.depth - lost)
 				d.queued -= lost
 			}
 		}

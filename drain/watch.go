@@ -20,6 +20,7 @@ func (d *Drainer) newKey(token, name string) *keyState {
 	} else {
 		k = newKeyState(token, name)
 	}
+	k.attach(&d.counts)
 	d.keys[token] = k
 	return k
 }
@@ -29,6 +30,7 @@ func (d *Drainer) newKey(token, name string) *keyState {
 func (d *Drainer) forget(k *keyState) {
 	d.waiting.set(k.tallied, 0)
 	k.tallied = 0
+	k.detach()
 	delete(d.keys, k.token)
 	if len(d.spare) < maxSpareKeys {
 		d.spare = append(d.spare, k)

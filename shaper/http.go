@@ -11,10 +11,10 @@ import (
 )
 
 // Handler returns the Shaper's HTTP API, once Run has opened its parts
-// (after Ready). Admin routes (tuning, reload, dead letters, profiles) need
-// Config.AdminToken as a bearer token, or come from a loopback client when
-// there is none; submission and job status need Config.SubmitToken when it
-// is set:
+// (after Ready). Admin routes (tuning, reload, deferred jobs, dead letters,
+// profiles) need Config.AdminToken as a bearer token, or come from a
+// loopback client when there is none; submission and job status need
+// Config.SubmitToken when it is set:
 //
 //	POST /v1/jobs/{policy}/{key}   submit a job (body = payload)
 //	GET  /v1/jobs/{id}             a job's status: queued, deferred, delivered, dead or replayed
@@ -23,7 +23,8 @@ import (
 //	PUT  /v1/policies/{name}       tune a policy live (a JSON merge patch of the fields to change)
 //	DELETE /v1/policies/{name}/override   back to the policy file
 //	POST /v1/reload                read the policy file again (like SIGHUP)
-//	GET  /v1/dead?policy=&key=&reason=&limit=     dead letters
+//	GET  /v1/deferred?policy=&key=&limit=&after=  a page of deferred jobs
+//	GET  /v1/dead?policy=&key=&reason=&limit=&after=  a page of dead letters
 //	GET  /v1/dead/{policy}/{seq}   one dead letter with its payload
 //	POST /v1/dead/replay?policy=&key=&reason=     submit dead letters again
 //	DELETE /v1/dead?policy=&key=&reason=          purge dead letters
@@ -45,6 +46,7 @@ func (s *Shaper) Handler() http.Handler {
 	s.ingress.Routes(mux, submit)
 	s.policies.routes(mux, s.cluster, admin, s.log)
 	s.dead.Routes(mux, admin)
+	mux.HandleFunc("GET /v1/deferred", admin(s.handleDeferred))
 	s.series.Routes(mux, admin, s.cfg.AdminToken != "")
 	mux.HandleFunc("GET /v1/jobs/{id}", submit(s.jobs.Handler(s.policies.queueOf, s.policies.waiting)))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)

@@ -1,8 +1,6 @@
 package shaper
 
 import (
-	"context"
-
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/internal/ui"
 )
@@ -30,13 +28,19 @@ func (t *table) Figures() []ui.Figures {
 	return out
 }
 
-// Depths returns the jobs stored per key of the policy's queue (ui.Source).
-func (t *table) Depths(ctx context.Context, policy string) (map[string]uint64, error) {
+// Deepest returns the n keys of the policy's queue with the most jobs, as
+// its drainers (of every partition, active or not) see them (ui.Source).
+func (t *table) Deepest(policy string, n int) []ui.KeyDepth {
 	line := t.line(policy)
 	if line == nil {
-		return nil, nil
+		return nil
 	}
-	return line.queue.Depths(ctx)
+	top := line.Drain.Deepest(n)
+	out := make([]ui.KeyDepth, len(top))
+	for i, k := range top {
+		out[i] = ui.KeyDepth{Key: k.Key, Depth: uint64(k.Depth)}
+	}
+	return out
 }
 
 // File returns the policy as the policy file says (ui.Source).

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -26,38 +25,33 @@ func deadCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
-				Usage: "list dead letters",
-				Flags: append(filters[:len(filters):len(filters)], &cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many"}, &cli.BoolFlag{Name: "json", Usage: "print JSON"}),
+				Usage: "list dead letters, a page at a time",
+				Flags: append(filters[:len(filters):len(filters)], pageFlags()...),
 				Action: func(c *cli.Context) error {
 					api, err := apiClient(c, time.Minute)
 					if err != nil {
 						return err
 					}
 					f := deadFilter(c)
-					if f.Limit = c.Int("limit"); f.Limit < 1 {
-						return fmt.Errorf("dead list: --limit %d: want a positive number", f.Limit)
-					}
-					dead, err := api.DeadLetters(c.Context, f)
-					if err != nil {
-						return apiError(err)
-					}
-					if c.Bool("json") {
-						return json.NewEncoder(c.App.Writer).Encode(struct {
-							Dead []client.DeadLetter `json:"dead"`
-						}{dead})
-					}
-					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "POLICY\tSEQ\tKEY\tJOB\tREASON\tFROM\tATTEMPTS\tAT\tLAST")
-					for _, d := range dead {
-						last := ""
-						if n := len(d.History); n > 0 {
-							_, last, _ = strings.Cut(d.History[n-1], " ") // drop the timestamp
-						}
-						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Policy, d.Seq, printable(d.Key), d.ID, d.Reason, d.From, d.Attempts, d.At.Format(time.RFC3339), printable(last))
-					}
-					tw.Flush()
-					fmt.Fprintln(c.App.ErrWriter, plural(len(dead), "dead letter"))
-					return nil
+					f.Limit = c.Int("limit")
+					return listing[client.DeadLetter]{
+						cmd:  "dead list",
+						what: "dead letter",
+						page: func(after string) ([]client.DeadLetter, string, error) {
+							f.After = after
+							p, err := api.DeadLetterPage(c.Context, f)
+							return p.Dead, p.Next, err
+						},
+						header: "POLICY\tSEQ\tKEY\tJOB\tREASON\tFROM\tATTEMPTS\tAT\tLAST",
+						row: func(d client.DeadLetter) string {
+							last := ""
+							if n := len(d.History); n > 0 {
+								_, last, _ = strings.Cut(d.History[n-1], " ") // drop the timestamp
+							}
+							return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s", d.Policy, d.Seq, printable(d.Key), d.ID, d.Reason, d.From, d.Attempts, d.At.Format(time.RFC3339), printable(last))
+						},
+						json: func(dead []client.DeadLetter, next string) any { return client.DeadPage{Dead: dead, Next: next} },
+					}.run(c)
 				},
 			},
 			{

@@ -94,6 +94,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			serveCommand(),
 			policiesCommand(),
 			statusCommand(),
+			deferredCommand(),
 			deadCommand(),
 			recordCommand(),
 			tuneCommand(),

@@ -300,9 +300,13 @@ type DeadFilter struct {
 	Policy string
 	Key    string
 	Reason string
-	// Limit bounds how many are listed, replayed or purged; 0 means the
-	// shaper's default (100 listed, all replayed or purged).
+	// Limit bounds how many are listed (a page: at most 1000), replayed or
+	// purged; 0 means the shaper's default (100 listed, all replayed or
+	// purged).
 	Limit int
+	// After is where a listing goes on: the Next of the page before ("",
+	// the first page). Replay and purge ignore it.
+	After string
 }
 
 // Health is the answer to GET /healthz.
@@ -311,12 +315,7 @@ type Health struct {
 	UptimeSeconds int    `json:"uptime_s"`
 }
 
-// policyList and deadList are the envelopes of GET /v1/policies and GET /v1/dead.
-type (
-	policyList struct {
-		Policies []Policy `json:"policies"`
-	}
-	deadList struct {
-		Dead []DeadLetter `json:"dead"`
-	}
-)
+// policyList is the envelope of GET /v1/policies.
+type policyList struct {
+	Policies []Policy `json:"policies"`
+}

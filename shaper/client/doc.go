@@ -43,8 +43,11 @@
 // Client also reads a job's status (Job), the policies with their live
 // figures (Policies, Policy), tunes a policy on every shaper of a cluster
 // (SetPolicy, ResetPolicy), lists, shows, replays and purges dead letters
-// (DeadLetters, DeadLetter, ReplayDead, PurgeDead), and asks whether the
-// shaper is alive (Health) and accepts jobs (Ready). With Config.Token it
+// (DeadLetters, DeadLetterPage, AllDeadLetters, DeadLetter, ReplayDead,
+// PurgeDead), lists deferred jobs (DeferredJobs, AllDeferredJobs), and
+// asks whether the shaper is alive (Health) and accepts jobs (Ready).
+// Listings come a page at a time, each naming the next (Next, passed back
+// as After); the All… methods are iterators that follow the pages. With Config.Token it
 // sends a bearer token, which admin endpoints may require.
 //
 // # Errors
@@ -58,8 +61,9 @@
 //
 // # The contract
 //
-// Accepted, Problem, Reply, Job, Policy, PolicyChange, DeadLetter and
-// DeadReport are the JSON of the API, field for field; ReplyStatus and
+// Accepted, Problem, Reply, Job, Policy, PolicyChange, DeadLetter,
+// DeadPage, DeadReport, DeferredJob and DeferredPage are the JSON of the
+// API, field for field; ReplyStatus and
 // JobStatus are its fixed sets of strings, as types that marshal to those
 // strings. The header and subject names are constants (HeaderKey, …,
 // DefaultSubmitSubject); the delivery headers are package queue's.

@@ -131,13 +131,15 @@ func (c *Client) ResetPolicy(ctx context.Context, name string) (Policy, error) {
 	return p, err
 }
 
-// DeadLetters lists the dead letters f selects, without their payloads, in
-// order per policy. A filter naming an unknown policy is ErrUnknownPolicy;
-// a bad reason or key ErrBadRequest.
+// DeadLetters lists a page of the dead letters f selects (f.Limit, by
+// default 100, from f.After on), without their payloads, in order of
+// policy and sequence; DeadLetterPage also says where the next page
+// starts, and AllDeadLetters follows the pages. A filter naming an unknown
+// policy is ErrUnknownPolicy; a bad reason, key, limit or cursor
+// ErrBadRequest.
 func (c *Client) DeadLetters(ctx context.Context, f DeadFilter) ([]DeadLetter, error) {
-	var l deadList
-	err := c.call(ctx, http.MethodGet, "/v1/dead"+f.query(), nil, &l, f.Policy != "")
-	return l.Dead, err
+	p, err := c.DeadLetterPage(ctx, f)
+	return p.Dead, err
 }
 
 // DeadLetter returns dead letter seq of policy with its payload. A 404 is
@@ -157,6 +159,7 @@ func (c *Client) DeadLetter(ctx context.Context, policy string, seq uint64) (Dea
 // (202 or deferred). The zero filter replays every dead letter.
 func (c *Client) ReplayDead(ctx context.Context, f DeadFilter) (DeadReport, error) {
 	var r DeadReport
+	f.After = "" // not a listing
 	err := c.call(ctx, http.MethodPost, "/v1/dead/replay"+f.query(), nil, &r, f.Policy != "")
 	return r, err
 }
@@ -165,20 +168,27 @@ func (c *Client) ReplayDead(ctx context.Context, f DeadFilter) (DeadReport, erro
 // purges every dead letter of every policy.
 func (c *Client) PurgeDead(ctx context.Context, f DeadFilter) (DeadReport, error) {
 	var r DeadReport
+	f.After = ""
 	err := c.call(ctx, http.MethodDelete, "/v1/dead"+f.query(), nil, &r, f.Policy != "")
 	return r, err
 }
 
 // query returns f as a query string, "" or "?…".
 func (f DeadFilter) query() string {
+	return query(f.Limit, "policy", f.Policy, "key", f.Key, "reason", f.Reason, "after", f.After)
+}
+
+// query returns a query string, "" or "?…", of limit when above 0 and of
+// the parameters (name, value, …) that are not "".
+func query(limit int, params ...string) string {
 	q := url.Values{}
-	for _, p := range [...]struct{ name, value string }{{"policy", f.Policy}, {"key", f.Key}, {"reason", f.Reason}} {
-		if p.value != "" {
-			q.Set(p.name, p.value)
+	for i := 0; i+1 < len(params); i += 2 {
+		if params[i+1] != "" {
+			q.Set(params[i], params[i+1])
 		}
 	}
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
 	}
 	if len(q) == 0 {
 		return ""

@@ -17,6 +17,7 @@ import (
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
+	"github.com/shaper-dev/shaper/shaper/internal/listing"
 )
 
 // Letter is one dead-lettered job as the API shows it.
@@ -43,6 +44,7 @@ var reasons = []string{drain.ReasonAttempts, drain.ReasonDeadline, drain.ReasonD
 // filter selects dead letters.
 type filter struct {
 	policy, key, reason string
+	token               string // the key's subject token ("" without a key)
 	limit               int
 }
 
@@ -52,7 +54,7 @@ func (f filter) match(d Letter) bool {
 
 // Routes adds the dead-letter routes to mux:
 //
-//	GET    /v1/dead?policy=&key=&reason=&limit=   dead letters
+//	GET    /v1/dead?policy=&key=&reason=&limit=&after=   a page of dead letters
 //	GET    /v1/dead/{policy}/{seq}                one, with its payload
 //	POST   /v1/dead/replay?policy=&key=&reason=   submit them again
 //	DELETE /v1/dead?policy=&key=&reason=          purge them
@@ -81,12 +83,8 @@ func (s *Store) each(ctx context.Context, f filter, fn func(Letter) bool) error 
 			continue
 		}
 		cfg := jetstream.OrderedConsumerConfig{}
-		if f.key != "" {
-			tok, err := queue.EncodeKey(f.key)
-			if err != nil {
-				return err
-			}
-			cfg.FilterSubjects = []string{subject(name, tok)}
+		if f.token != "" {
+			cfg.FilterSubjects = []string{subject(name, f.token)}
 		}
 		cons, err := s.js.OrderedConsumer(ctx, Stream(name), cfg)
 		if err != nil {
@@ -135,13 +133,57 @@ func decode(policy string, h nats.Header, data []byte, md *jetstream.MsgMetadata
 
 func (s *Store) known(policy string) bool { return slices.Contains(s.cfg.Policies(), policy) }
 
-// handleList serves GET /v1/dead?policy=&key=&reason=&limit=.
+// List is the body of GET /v1/dead: a page of dead letters, and the
+// cursor of the next page (none after the last).
+type List struct {
+	Dead []Letter `json:"dead"`
+	Next string   `json:"next,omitempty"`
+}
+
+// handleList serves GET /v1/dead?policy=&key=&reason=&limit=&after=: a
+// page of dead letters, in order of policy and sequence. It reads from the
+// cursor on, headers only, at most a page's worth of letters (ten pages'
+// worth with a reason filter, which only reading a letter can tell), so a
+// page costs the same however many letters are kept.
 func (s *Store) handleList(w http.ResponseWriter, r *http.Request) {
-	out, ok := s.matching(w, r, 100)
+	f, ok := s.filterOf(w, r)
 	if !ok {
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"dead": out})
+	req, bad := listing.Parse(r.URL.Query())
+	if bad == "" && f.policy != "" && req.After != (listing.Cursor{}) && req.After.Policy != f.policy {
+		bad = "after " + httpapi.Quote(r.URL.Query().Get("after")) + ": a cursor of policy " + httpapi.Quote(req.After.Policy) + "'s dead letters, not " + httpapi.Quote(f.policy) + "'s"
+	}
+	if bad != "" {
+		httpapi.Error(w, http.StatusBadRequest, bad)
+		return
+	}
+	names := []string{f.policy}
+	if f.policy == "" {
+		names = s.cfg.Policies()
+	}
+	streams := listing.Streams{JS: s.js, Name: Stream}
+	if f.token != "" {
+		streams.Subject = func(policy string) string { return subject(policy, f.token) }
+	}
+	list := List{Dead: []Letter{}}
+	next, err := streams.Page(r.Context(), names, req, func(policy string, m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		d := decode(policy, m.Headers(), nil, md)
+		d.Size = listing.Size(m)
+		if !f.match(d) {
+			return false
+		}
+		list.Dead = append(list.Dead, d)
+		return true
+	})
+	if err != nil {
+		httpapi.Unavailable(w, "backend", err)
+		return
+	}
+	if next != nil {
+		list.Next = next.String()
+	}
+	httpapi.WriteJSON(w, http.StatusOK, list)
 }
 
 // handleShow serves GET /v1/dead/{policy}/{seq}: one dead letter with its payload.
@@ -222,7 +264,7 @@ type Result struct {
 // apply runs fn over the matching dead letters and deletes each one fn
 // says is done with.
 func (s *Store) apply(w http.ResponseWriter, r *http.Request, fn func(context.Context, Letter) (string, bool)) {
-	matched, ok := s.matching(w, r, 1<<30)
+	matched, ok := s.matching(w, r)
 	if !ok {
 		return
 	}
@@ -256,32 +298,21 @@ func (s *Store) apply(w http.ResponseWriter, r *http.Request, fn func(context.Co
 }
 
 // matching returns the dead letters matching the request's filter (policy,
-// key, reason; at most limit, by default defaultLimit), or answers the
+// key, reason; at most limit, by default every one), or answers the
 // request itself with what is wrong and returns false.
-func (s *Store) matching(w http.ResponseWriter, r *http.Request, defaultLimit int) ([]Letter, bool) {
-	q := r.URL.Query()
-	f := filter{policy: q.Get("policy"), key: q.Get("key"), reason: q.Get("reason"), limit: defaultLimit}
-	bad := func(code int, msg string) ([]Letter, bool) {
-		httpapi.Error(w, code, msg)
+func (s *Store) matching(w http.ResponseWriter, r *http.Request) ([]Letter, bool) {
+	f, ok := s.filterOf(w, r)
+	if !ok {
 		return nil, false
 	}
-	if v := q.Get("limit"); v != "" {
+	f.limit = 1 << 30
+	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return bad(http.StatusBadRequest, "limit "+httpapi.Quote(v)+": want a positive number")
+			httpapi.Error(w, http.StatusBadRequest, "limit "+httpapi.Quote(v)+": want a positive number")
+			return nil, false
 		}
 		f.limit = n
-	}
-	if f.policy != "" && !s.known(f.policy) {
-		return bad(http.StatusNotFound, httpapi.UnknownPolicy(f.policy, s.cfg.Policies()))
-	}
-	if f.reason != "" && !slices.Contains(reasons, f.reason) {
-		return bad(http.StatusBadRequest, "reason "+httpapi.Quote(f.reason)+": want attempts, deadline or delivery")
-	}
-	if f.key != "" {
-		if err := queue.CheckKey(f.key); err != nil {
-			return bad(http.StatusBadRequest, err.Error())
-		}
 	}
 	out := []Letter{}
 	err := s.each(r.Context(), f, func(d Letter) bool {
@@ -293,4 +324,29 @@ func (s *Store) matching(w http.ResponseWriter, r *http.Request, defaultLimit in
 		return nil, false
 	}
 	return out, true
+}
+
+// filterOf returns the request's filter (policy, key, reason), or answers
+// the request itself with what is wrong and returns false.
+func (s *Store) filterOf(w http.ResponseWriter, r *http.Request) (filter, bool) {
+	q := r.URL.Query()
+	f := filter{policy: q.Get("policy"), key: q.Get("key"), reason: q.Get("reason")}
+	bad := func(code int, msg string) (filter, bool) {
+		httpapi.Error(w, code, msg)
+		return f, false
+	}
+	if f.policy != "" && !s.known(f.policy) {
+		return bad(http.StatusNotFound, httpapi.UnknownPolicy(f.policy, s.cfg.Policies()))
+	}
+	if f.reason != "" && !slices.Contains(reasons, f.reason) {
+		return bad(http.StatusBadRequest, "reason "+httpapi.Quote(f.reason)+": want attempts, deadline or delivery")
+	}
+	if f.key != "" {
+		tok, err := queue.EncodeKey(f.key)
+		if err != nil {
+			return bad(http.StatusBadRequest, err.Error())
+		}
+		f.token = tok
+	}
+	return f, true
 }

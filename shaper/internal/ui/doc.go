@@ -8,9 +8,10 @@
 // samples in a ring per policy: the rates of admitted, rejected, deferred,
 // delivered and failed jobs, the queue depths, and the time in queue (p50,
 // p99) and drain lateness (p99) of the drain events of each second, which
-// the drainer reports to the policy's Recorder. The deepest keys cost a
-// request to the store, so they are read every few seconds and only while
-// the page is open. Memory is bounded by the number of policies.
+// the drainer reports to the policy's Recorder. The deepest keys come from
+// the drainers' memory, which keeps its keys by depth, so that no figure
+// costs anything per key; they are read every few seconds while the page
+// is open. Memory is bounded by the number of policies.
 //
 // The page polls GET /v1/ui/series (the samples since the last it has) and
 // GET /v1/policies every second, and uses the existing admin routes for

@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -20,10 +19,8 @@ const (
 	DefaultDepthsEvery = 5 * time.Second
 	DefaultDeepest     = 10
 	// watchedFor is how long after the page last asked the deepest keys
-	// are still refreshed: reading them costs a request to the store.
+	// are still refreshed: nobody looks at them otherwise.
 	watchedFor = 30 * time.Second
-	// depthsTimeout bounds one policy's depth request.
-	depthsTimeout = 2 * time.Second
 )
 
 // Config holds the optional settings of Series. The zero value means the
@@ -54,8 +51,10 @@ type Source interface {
 	// Figures returns every policy's figures now, from memory (it is
 	// called every Interval).
 	Figures() []Figures
-	// Depths returns the jobs stored per key of the policy's queue.
-	Depths(ctx context.Context, policy string) (map[string]uint64, error)
+	// Deepest returns the n keys of the policy's queue with the most jobs,
+	// deepest first, by key on a tie, from memory: at a cost that does
+	// not grow with the keys (drain.Drainer.Deepest).
+	Deepest(policy string, n int) []KeyDepth
 	// File returns the policy as the policy file says, so that the page
 	// can mark what a live override changed.
 	File(policy string) (policies.Policy, bool)
@@ -171,7 +170,7 @@ func (s *Series) Run(ctx context.Context) {
 	wg.Go(func() {
 		every(ctx, s.cfg.DepthsEvery, func(now time.Time) {
 			if now.Sub(time.Unix(0, s.watched.Load())) < watchedFor {
-				s.readDepths(ctx, now)
+				s.readDepths(now)
 			}
 		})
 	})
@@ -234,37 +233,16 @@ func rate(now, was uint64, dt float64) float64 {
 	return float64(now-was) / dt
 }
 
-// readDepths reads every policy's deepest keys, one policy at a time.
-func (s *Series) readDepths(ctx context.Context, now time.Time) {
+// readDepths reads every policy's deepest keys.
+func (s *Series) readDepths(now time.Time) {
 	for _, name := range s.names() {
-		rctx, cancel := context.WithTimeout(ctx, depthsTimeout)
-		depths, err := s.src.Depths(rctx, name)
-		cancel()
-		if err != nil {
-			continue // the page shows when the list was read
-		}
-		top := deepest(depths, s.cfg.Deepest)
+		top := s.src.Deepest(name, s.cfg.Deepest)
 		s.mu.Lock()
 		if l := s.lines[name]; l != nil {
 			l.deepest, l.deepestAt = top, now
 		}
 		s.mu.Unlock()
 	}
-}
-
-// deepest returns the n deepest keys of depths, deepest first (by key on
-// a tie).
-func deepest(depths map[string]uint64, n int) []KeyDepth {
-	out := make([]KeyDepth, 0, len(depths))
-	for k, d := range depths {
-		if d > 0 {
-			out = append(out, KeyDepth{k, d})
-		}
-	}
-	slices.SortFunc(out, func(a, b KeyDepth) int {
-		return cmp.Or(cmp.Compare(b.Depth, a.Depth), cmp.Compare(a.Key, b.Key))
-	})
-	return out[:min(n, len(out))]
 }
 
 // names returns the policies with a series, sorted.

@@ -1,11 +1,13 @@
 package ui_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +27,7 @@ type source struct {
 	mu     sync.Mutex
 	names  []string
 	depths map[string]uint64
-	reads  int // Depths calls
+	reads  int // Deepest calls
 }
 
 func (s *source) Figures() []ui.Figures {
@@ -39,11 +41,18 @@ func (s *source) Figures() []ui.Figures {
 	return out
 }
 
-func (s *source) Depths(ctx context.Context, policy string) (map[string]uint64, error) {
+func (s *source) Deepest(policy string, n int) []ui.KeyDepth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
-	return s.depths, nil
+	var out []ui.KeyDepth
+	for k, d := range s.depths {
+		if d > 0 {
+			out = append(out, ui.KeyDepth{Key: k, Depth: d})
+		}
+	}
+	slices.SortFunc(out, func(a, b ui.KeyDepth) int { return cmp.Or(cmp.Compare(b.Depth, a.Depth), cmp.Compare(a.Key, b.Key)) })
+	return out[:min(n, len(out))]
 }
 
 func (s *source) File(policy string) (policies.Policy, bool) {
