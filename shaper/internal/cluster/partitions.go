@@ -139,9 +139,11 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 		}
 	}()
 	var (
-		firsts   sync.WaitGroup
-		held0    atomic.Bool // this shaper holds partition 0: it keeps the layout entry
-		conflict bool        // another layout is in use: stand by
+		firsts    sync.WaitGroup
+		held0     atomic.Bool // this shaper holds partition 0: it keeps the layout entry
+		conflict  bool        // another layout is in use: stand by
+		looked    time.Time   // when the layout was last looked at
+		lastOther int         // what that look said
 	)
 	start := true
 	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
@@ -158,8 +160,15 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 		if n == 1 {
 			mine[0] = true // every shaper stands by for a policy's one lease
 		}
-		holds0 := running[0] != nil && held0.Load()
-		switch other := c.checkLayout(ctx, name, n, holds0); {
+		// The layout is looked at every LeaseTTL/3: often enough to renew
+		// its entry, little enough not to load the bucket while it elects
+		// a leader.
+		other := lastOther
+		if time.Since(looked) >= c.cfg.LeaseTTL/3-c.cfg.LeaseTTL/12 {
+			other, looked = c.checkLayout(ctx, name, n, running[0] != nil && held0.Load()), time.Now()
+			lastOther = other
+		}
+		switch {
 		case other != 0 && !conflict:
 			c.log.Error("policy drained in another number of partitions by other shapers: this shaper stands by until they stop (give every shaper the same policy file)",
 				"policy", name, "partitions_here", n, "partitions_there", other)
