@@ -75,7 +75,8 @@ type Cluster struct {
 	overrides jetstream.KeyValue
 	shapers   atomic.Int64
 	members   membersState
-	ready     atomic.Bool   // SetReady was called
+	ready     atomic.Bool // SetReady was called
+	layouts   atomic.Pointer[func() map[string]int]
 	kick      chan struct{} // SetReady's word to KeepMembership
 	drainers  drainersCache
 	me        Member // set by Claim
@@ -137,8 +138,11 @@ func memberKey(instance string) string {
 
 // SetReady says that this shaper serves every policy: from now on the
 // partitions of policies are shared out to it (HoldPartitions), which it
-// stands by for already.
-func (c *Cluster) SetReady() {
+// stands by for already. layouts returns the policies it serves, with
+// the number of partitions of each; it is asked again at every renewal
+// (a reload may add or remove policies).
+func (c *Cluster) SetReady(layouts func() map[string]int) {
+	c.layouts.Store(&layouts)
 	c.ready.Store(true)
 	select {
 	case c.kick <- struct{}{}:
@@ -162,7 +166,8 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 		ready := c.ready.Load()
 		if time.Since(renewed) >= c.cfg.LeaseTTL/3-c.cfg.LeaseTTL/12 || ready != wasReady {
 			if _, err = c.leases.Put(cctx, key, me); err == nil && ready {
-				_, err = c.leases.Put(cctx, readyKey, me)
+				v, _ := json.Marshal(readyValue{Policies: (*c.layouts.Load())()})
+				_, err = c.leases.Put(cctx, readyKey, v)
 			}
 			if err == nil {
 				renewed, wasReady = time.Now(), ready

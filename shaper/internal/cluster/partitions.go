@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,38 +30,52 @@ import (
 // shapers that disagree for a moment both stand by for one partition, and
 // one of them holds it.
 
-// membersState is the live shapers' member ids as last read.
+// membersState is the ready shapers as last read: what each drains.
 type membersState struct {
 	mu      sync.Mutex
-	ids     []string      // sorted
-	changed chan struct{} // closed when ids changes
+	ready   map[string]map[string]int // member id → policy → partitions
+	changed chan struct{}             // closed when ready changes
+}
+
+// readyValue is what a ready entry says: the policies the shaper serves,
+// with the number of partitions its policy file gives each. Partitions of
+// a policy are shared out only over the shapers that drain it in the same
+// number of partitions.
+type readyValue struct {
+	Policies map[string]int `json:"policies"`
 }
 
 // Self returns this shaper's member id, the one Members lists for it.
 func (c *Cluster) Self() string { return strings.TrimPrefix(memberKey(c.cfg.Instance), "member.") }
 
-// Members returns the member ids of the live shapers that are ready
-// (SetReady) as last read (sorted), and a channel closed when they
-// change.
-func (c *Cluster) Members() ([]string, <-chan struct{}) {
+// Members returns the ids of the ready shapers (SetReady) that serve
+// policy in n partitions, as last read (sorted), and a channel closed when
+// the ready shapers change.
+func (c *Cluster) Members(policy string, n int) ([]string, <-chan struct{}) {
 	c.members.mu.Lock()
 	defer c.members.mu.Unlock()
 	if c.members.changed == nil {
 		c.members.changed = make(chan struct{})
 	}
-	return c.members.ids, c.members.changed
+	var ids []string
+	for id, layouts := range c.members.ready {
+		if layouts[policy] == n {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, c.members.changed
 }
 
-// setMembers records the member ids read, and reports whether they
+// setMembers records the ready shapers read, and reports whether they
 // changed.
-func (c *Cluster) setMembers(ids []string) bool {
-	slices.Sort(ids)
+func (c *Cluster) setMembers(ready map[string]map[string]int) bool {
 	c.members.mu.Lock()
 	defer c.members.mu.Unlock()
-	if slices.Equal(ids, c.members.ids) {
+	if maps.EqualFunc(ready, c.members.ready, maps.Equal) {
 		return false
 	}
-	c.members.ids = ids
+	c.members.ready = ready
 	if c.members.changed != nil {
 		close(c.members.changed)
 		c.members.changed = nil
@@ -68,22 +83,31 @@ func (c *Cluster) setMembers(ids []string) bool {
 	return true
 }
 
-// readMembers reads the member entries: it records the ids of the ready
-// shapers (Members), and returns how many shapers are alive, ready or not.
+// readMembers reads the member entries, and each ready entry: it records
+// the ready shapers (Members), and returns how many shapers are alive,
+// ready or not.
 func (c *Cluster) readMembers(ctx context.Context) (alive int64, err error) {
 	l, err := c.leases.ListKeysFiltered(ctx, "member.*", "ready.*")
 	if err != nil {
 		return 0, err
 	}
-	var ids []string
+	ready := map[string]map[string]int{}
 	for k := range l.Keys() {
-		if id, ok := strings.CutPrefix(k, "ready."); ok {
-			ids = append(ids, id)
-		} else {
+		id, ok := strings.CutPrefix(k, "ready.")
+		if !ok {
 			alive++
+			continue
+		}
+		e, err := c.leases.Get(ctx, k)
+		if err != nil {
+			continue // expired meanwhile
+		}
+		var v readyValue
+		if json.Unmarshal(e.Value(), &v) == nil {
+			ready[id] = v.Policies
 		}
 	}
-	c.setMembers(ids)
+	c.setMembers(ready)
 	return alive, nil
 }
 
@@ -149,12 +173,12 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
 	defer tick.Stop()
 	for {
-		members, changed := c.Members()
+		members, changed := c.Members(name, n)
 		if start {
 			rctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
 			c.readMembers(rctx)
 			cancel()
-			members, changed = c.Members()
+			members, changed = c.Members(name, n)
 		}
 		mine := Assign(name, n, members, c.Self())
 		if n == 1 {
