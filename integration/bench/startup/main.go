@@ -20,8 +20,8 @@
 //     listens (retrying every 10 ms), answering every delivery on
 //     shaper.out.<policy>.>. From the instant the process is started it
 //     measures: /readyz answering 200 (polled every 10 ms), the first
-//     delivery, the 1,000th, with -all (the default) the last one (every
-//     job once) and the longest pause between two jobs delivered, the
+//     delivery, the 1,000th, with -all (the default) the N/10th, the
+//     N/2th and the last one (every job once, counted by job id), the
 //     shaper's CPU time (utime+stime from /proc/PID/stat) and its resident
 //     memory (VmRSS, and the peak VmHWM, from /proc/PID/status).
 //
@@ -73,7 +73,7 @@ func main() {
 	fs.IntVar(&cfg.partitions, "partitions", 0, "the policy's partitions: field (0: not set, the default)")
 	fs.IntVar(&cfg.payload, "payload", 100, "payload bytes of every job")
 	fs.IntVar(&cfg.window, "window", 4096, "publishes in flight while filling")
-	fs.BoolVar(&cfg.all, "all", true, "also wait until every job was delivered (each once), and report the longest pause between new deliveries")
+	fs.BoolVar(&cfg.all, "all", true, "also wait until every job was delivered (each once), and report when N/10 and N/2 were")
 	fs.StringVar(&cfg.profile, "profile", "", "write a CPU profile of each restarted shaper into this directory")
 	fs.IntVar(&cfg.profileSecs, "profile-seconds", 5, "length of the CPU profile, from /readyz 200 on")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole run, the build included")

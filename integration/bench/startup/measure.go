@@ -48,8 +48,8 @@ type row struct {
 	first      time.Duration
 	thousand   time.Duration // the countAt-th delivery (or the last, with fewer keys)
 	all        time.Duration // the last delivery (with -all)
-	gap        time.Duration // the longest wait for a new job after the first (until the last measured)
-	gapAfter   int           // … after this many jobs
+	tenth      time.Duration // the delivery of N/10 jobs (with -all)
+	half       time.Duration // … of N/2
 	cpuFirst   float64       // the shaper's CPU seconds at the first delivery
 	cpuAt      float64       // … at the countAt-th
 	rss        float64       // bytes, at the countAt-th delivery
@@ -195,9 +195,9 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 	}
 	r.connected, r.first, r.thousand, r.all = since(c.connectedAt), since(c.firstAt), since(c.milestoneAt), since(c.lastAt)
 	r.cpuFirst, r.cpuAt, r.rss, r.peak, r.dups = c.cpuFirst, c.cpuAt, c.rss, peak, c.dups
-	r.gap, r.gapAfter = c.gap, c.gapAfter
+	r.tenth, r.half = since(c.tenthAt), since(c.halfAt)
 	if !b.cfg.all {
-		r.all = 0
+		r.all, r.tenth, r.half = 0, 0, 0
 	}
 	return r, nil
 }
@@ -315,9 +315,7 @@ type consumer struct {
 	connectedAt, firstAt, milestoneAt, lastAt time.Time
 	cpuFirst, cpuAt                           float64
 	rss                                       float64
-	prevAt                                    time.Time     // the last new job's delivery
-	gap                                       time.Duration // the longest wait for a new job, after the first
-	gapAfter                                  int           // … after this many jobs
+	tenthAt, halfAt                           time.Time // N/10 and N/2 jobs delivered
 }
 
 func newConsumer(keys, pid int) *consumer {
@@ -369,10 +367,12 @@ func (c *consumer) take(m *nats.Msg) {
 	}
 	c.seen[id] = struct{}{}
 	n := len(c.seen)
-	if n > 1 && now.Sub(c.prevAt) > c.gap {
-		c.gap, c.gapAfter = now.Sub(c.prevAt), n-1
+	switch n {
+	case c.keys / 10:
+		c.tenthAt = now
+	case c.keys / 2:
+		c.halfAt = now
 	}
-	c.prevAt = now
 	if n == 1 {
 		c.firstAt = now
 		c.cpuFirst, _ = cpuSeconds(c.pid)

@@ -25,7 +25,7 @@ func report(w io.Writer, cfg config, rows []row, load0, load1 string) {
 		cfg.payload, parts, load0, load1)
 	cols := []string{"keys (N)", "filled at", "/readyz 200", "consumer connected", "first delivery", "1,000 deliveries"}
 	if cfg.all {
-		cols = append(cols, "all N delivered", "longest pause (after jobs)")
+		cols = append(cols, "N/10 delivered", "N/2 delivered", "all N delivered")
 	}
 	cols = append(cols, "CPU at first delivery", "CPU at 1,000", "RSS at /readyz", "RSS at 1,000", "peak RSS (VmHWM at the end)")
 	fmt.Fprintf(w, "| %s |\n", strings.Join(cols, " | "))
@@ -41,7 +41,7 @@ func report(w io.Writer, cfg config, rows []row, load0, load1 string) {
 			if r.dups > 0 {
 				all += fmt.Sprintf(" (%d duplicates)", r.dups)
 			}
-			cells = append(cells, all, fmt.Sprintf("%s (%s)", secs(r.gap), thousands(float64(r.gapAfter))))
+			cells = append(cells, secs(r.tenth), secs(r.half), all)
 		}
 		cells = append(cells, fmt.Sprintf("%.2f s", r.cpuFirst), fmt.Sprintf("%.2f s", r.cpuAt), mb(r.rssAtReady), mb(r.rss), mb(r.peak))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
