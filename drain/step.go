@@ -29,6 +29,7 @@ type step struct {
 	scheduled  time.Time
 	remove     []uint64
 	read       bool
+	readSince  time.Time // when the read fell due (headAt)
 	from       uint64
 	exact      []uint64        // read the head at the first of these sequences still stored; seeking, skip these
 	seek       bool            // read the first job of the key stored from `from` on (Queue.Next)
@@ -203,7 +204,7 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 	}
 	switch {
 	case s.head != nil:
-		k.headAt(s.head, now, d.pace.Interval)
+		k.headAt(s.head, s.readSince, now, d.pace.Interval)
 		if s.seek {
 			k.seekFrom = s.head.Seq + 1
 		}
