@@ -320,6 +320,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 // heap at its next event. d.mu must be held.
 func (d *Drainer) release(k *keyState, now time.Time) {
 	k.busy = false
+	k.step.letGo()
 	if k.wake && k.head.msg == nil {
 		// A job was stored while the step ran, and the step did not read
 		// the head (it only freed slots, say): read it now, or the key would

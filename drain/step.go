@@ -62,6 +62,15 @@ func (s *step) reset(k *keyState) *step {
 	return s
 }
 
+// letGo drops s's references to the jobs it handled once its key is
+// released: a key keeps its step until its next one, and a key waiting to
+// free a delivered job's slot (a start-up's backlog delays that) would
+// otherwise keep the job's payload and headers alive too.
+func (s *step) letGo() {
+	s.deliver, s.deadLetter, s.head, s.failure, s.history = nil, nil, nil, nil, nil
+	s.delivery = Delivery{}
+}
+
 // held reports whether s's job was not handed over because a slot before
 // it was not freed.
 func (s *step) held() bool { return s.deliver != nil && len(s.remove) > 0 && !s.removeOK }
