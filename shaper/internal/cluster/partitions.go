@@ -83,15 +83,19 @@ func (c *Cluster) setMembers(ready map[string]map[string]int) bool {
 	return true
 }
 
-// readMembers reads the member entries, and each ready entry: it records
-// the ready shapers (Members), and returns how many shapers are alive,
-// ready or not.
-func (c *Cluster) readMembers(ctx context.Context) (alive int64, err error) {
-	l, err := c.leases.ListKeysFiltered(ctx, "member.*", "ready.*")
+// readMembers reads the member entries, and with ready each ready entry:
+// it records the ready shapers (Members), and returns how many shapers
+// are alive, ready or not.
+func (c *Cluster) readMembers(ctx context.Context, ready bool) (alive int64, err error) {
+	filters := []string{"member.*"}
+	if ready {
+		filters = append(filters, "ready.*")
+	}
+	l, err := c.leases.ListKeysFiltered(ctx, filters...)
 	if err != nil {
 		return 0, err
 	}
-	ready := map[string]map[string]int{}
+	readyOnes := map[string]map[string]int{}
 	for k := range l.Keys() {
 		id, ok := strings.CutPrefix(k, "ready.")
 		if !ok {
@@ -104,10 +108,12 @@ func (c *Cluster) readMembers(ctx context.Context) (alive int64, err error) {
 		}
 		var v readyValue
 		if json.Unmarshal(e.Value(), &v) == nil {
-			ready[id] = v.Policies
+			readyOnes[id] = v.Policies
 		}
 	}
-	c.setMembers(ready)
+	if ready {
+		c.setMembers(readyOnes)
+	}
 	return alive, nil
 }
 
@@ -155,6 +161,11 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 		done   chan struct{}
 	}
 	running := make([]*holding, n)
+	if n > 1 {
+		c.partitioned.Add(1)
+		defer c.partitioned.Add(-1)
+		c.wake() // write the ready entry now
+	}
 	defer func() {
 		for _, h := range running {
 			if h != nil {
@@ -176,7 +187,7 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 		members, changed := c.Members(name, n)
 		if start {
 			rctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
-			c.readMembers(rctx)
+			c.readMembers(rctx, true)
 			cancel()
 			members, changed = c.Members(name, n)
 		}
@@ -344,11 +355,13 @@ func layoutKey(policy string) string { return "layout." + policy }
 
 // checkLayout returns the number of partitions other shapers drain policy
 // name in, when it is not n, and 0 when this shaper may drain it in n:
-// the layout entry says n or nothing, and, for n > 1, no shaper of an
-// earlier release (which knows no layout entry) holds the policy's one
-// lease. It creates the entry when there is none, and renews it when keep
-// (this shaper holds partition 0). A failed read says 0: the leases
-// themselves still keep a partition with one shaper.
+// the layout entry, which shapers draining a policy in partitions keep,
+// says n or nothing, and, for n > 1, no other shaper holds the policy's
+// one lease (shapers draining it whole, of this release or an earlier
+// one, write no layout entry). For n > 1 it creates the entry when there
+// is none, and renews it when keep (this shaper holds partition 0). A
+// failed read says 0: the leases themselves still keep a partition with
+// one shaper.
 func (c *Cluster) checkLayout(ctx context.Context, name string, n int, keep bool) int {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
 	defer cancel()
@@ -359,17 +372,20 @@ func (c *Cluster) checkLayout(ctx context.Context, name string, n int, keep bool
 		if other, _ := strconv.Atoi(string(e.Value())); other != n && other > 0 {
 			return other
 		}
-		if keep {
+		if keep && n > 1 {
 			c.leases.Put(ctx, layoutKey(name), value)
 		}
 		return 0
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return 0
 	}
-	if n > 1 {
-		if e, err := c.leases.Get(ctx, name); err == nil && parseHolder(e.Value()).Instance != c.cfg.Instance {
-			return 1 // an earlier release drains the policy whole
-		}
+	if n == 1 {
+		// Shapers draining a policy whole write no layout entry: those
+		// draining it in partitions see them by the policy's one lease.
+		return 0
+	}
+	if e, err := c.leases.Get(ctx, name); err == nil && parseHolder(e.Value()).Instance != c.cfg.Instance {
+		return 1 // a shaper (maybe of an earlier release) drains the policy whole
 	}
 	c.leases.Create(ctx, layoutKey(name), value) // lost to another shaper: read at the next look
 	return 0
