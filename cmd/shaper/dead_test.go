@@ -72,15 +72,6 @@ policies:
 	waitJob(t, apiB, replayedAs, client.JobDelivered)
 }
 
-func newAPI(t *testing.T, addr string) *client.Client {
-	t.Helper()
-	api, err := client.New("http://"+addr, client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return api
-}
-
 // waitJob waits until api says job id has status want.
 func waitJob(t *testing.T, api *client.Client, id string, want client.JobStatus) {
 	t.Helper()

@@ -28,6 +28,16 @@ func runCLI(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
+// newAPI is a client of the shaper whose HTTP API listens on addr.
+func newAPI(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	api, err := client.New("http://"+addr, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
+}
+
 // exitCode is the exit code main gives err.
 func exitCode(err error) int { return cmdline.ExitCode(err) }
 
@@ -85,14 +95,12 @@ policies:
     deliver: {webhook: %q}
 `, hook.URL))})
 	addr := s.HTTPAddr()
-	api, err := client.New("http://"+addr, client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := newAPI(t, addr)
 	if res, err := api.Submit(t.Context(), "hooks", "a.b", []byte("payload")); err != nil || res.Outcome != client.OutcomeAccepted {
 		t.Fatalf("submit = %+v, %v", res, err)
 	}
 	var out string
+	var err error
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out, "delivery"); {
 		if time.Now().After(deadline) {
 			t.Fatalf("dead list never showed the job: %q", out)
@@ -244,10 +252,7 @@ policies:
     queue: 10
     admit: {algorithm: fixed_window, limit: 1/h}
 `)})
-	api, err := client.New("http://"+s.HTTPAddr(), client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := newAPI(t, s.HTTPAddr())
 	for range 3 {
 		api.Submit(t.Context(), "later", "k", []byte("x"))
 		api.Submit(t.Context(), "capped", "k", []byte("x"))

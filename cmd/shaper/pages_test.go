@@ -35,10 +35,7 @@ policies:
     deliver: {webhook: %q}
 `, hook.URL))})
 	addr := s.HTTPAddr()
-	api, err := client.New("http://"+addr, client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := newAPI(t, addr)
 	// Nobody consumes later's deliveries: its first job stays, the next
 	// five are deferred behind it.
 	for i := range 6 {

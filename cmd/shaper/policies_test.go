@@ -24,10 +24,7 @@ policies:
     admit: {algorithm: gcra, limit: 10/s}
 `)})
 	addr := s.HTTPAddr()
-	api, err := client.New("http://"+addr, client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := newAPI(t, addr)
 	policy := func() client.Policy {
 		t.Helper()
 		p, err := api.Policy(t.Context(), "p")

@@ -11,16 +11,12 @@ import (
 
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
-	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/traffic"
 )
 
 func TestRecordCommand(t *testing.T) {
 	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: orders, outflow: 1/h, queue: 3}\n")})
-	api, err := client.New("http://"+s.HTTPAddr(), client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := newAPI(t, s.HTTPAddr())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

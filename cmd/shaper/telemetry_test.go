@@ -152,11 +152,7 @@ func serveOrders(t *testing.T) (*client.Client, <-chan *nats.Msg, func() error) 
 		delivered <- m
 	})
 	nc.Flush()
-	api, err := client.New("http://"+httpAddr, client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return api, delivered, stop
+	return newAPI(t, httpAddr), delivered, stop
 }
 
 // producerTrace is the trace id of the producer's traceparent that

@@ -10,7 +10,6 @@ import (
 
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
-	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/traffic"
 )
 
@@ -202,10 +201,7 @@ func TestTuneApply(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tune --apply: %v\n%s", err, out)
 	}
-	api, err := client.New("http://"+s.HTTPAddr(), client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api := newAPI(t, s.HTTPAddr())
 	p, err := api.Policy(t.Context(), "orders")
 	if err != nil {
 		t.Fatal(err)

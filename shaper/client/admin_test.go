@@ -25,6 +25,27 @@ func newServer(t *testing.T, h http.Handler) string {
 	return srv.URL
 }
 
+// startDeadHooks starts a shaper with testPolicies and a policy hooks
+// whose webhook fails every delivery, tried once, and submits a job to
+// hooks on each of keys: each turns into a dead letter.
+func startDeadHooks(t *testing.T, keys ...string) *env {
+	t.Helper()
+	hook := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError) // every delivery fails
+	}))
+	e := start(t, testPolicies+fmt.Sprintf(`
+  - name: hooks
+    outflow: 100/s
+    queue: 10
+    retry: {attempts: 1, backoff: 10ms, max_backoff: 10ms}
+    deliver: {webhook: %q}
+`, hook))
+	for _, k := range keys {
+		mustSubmit(t, e.c, "hooks", k, client.OutcomeAccepted)
+	}
+	return e
+}
+
 func TestPolicies(t *testing.T) {
 	e := start(t, testPolicies)
 	ctx := t.Context()
@@ -112,21 +133,9 @@ func TestHealthAndReady(t *testing.T) {
 // Dead letters: listed, shown with their payload, replayed, purged; each
 // filter error is the sentinel it should be.
 func TestDeadLetters(t *testing.T) {
-	hook := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusInternalServerError) // every delivery fails
-	}))
-	e := start(t, testPolicies+fmt.Sprintf(`
-  - name: hooks
-    outflow: 100/s
-    queue: 10
-    retry: {attempts: 1, backoff: 10ms, max_backoff: 10ms}
-    deliver: {webhook: %q}
-`, hook))
-	ctx := t.Context()
 	keys := []string{"a/b", ".."}
-	for _, k := range keys {
-		mustSubmit(t, e.c, "hooks", k, client.OutcomeAccepted)
-	}
+	e := startDeadHooks(t, keys...)
+	ctx := t.Context()
 	var dead []client.DeadLetter
 	for deadline := time.Now().Add(20 * time.Second); len(dead) < len(keys); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -2,8 +2,6 @@ package client_test
 
 import (
 	"errors"
-	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -80,20 +78,8 @@ func TestListingPages(t *testing.T) {
 
 // Dead letters page like deferred jobs.
 func TestDeadLetterPages(t *testing.T) {
-	hook := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusInternalServerError) // every delivery fails
-	}))
-	e := start(t, testPolicies+fmt.Sprintf(`
-  - name: hooks
-    outflow: 100/s
-    queue: 10
-    retry: {attempts: 1, backoff: 10ms, max_backoff: 10ms}
-    deliver: {webhook: %q}
-`, hook))
+	e := startDeadHooks(t, "k0", "k1", "k2", "k3", "k4")
 	ctx := t.Context()
-	for i := range 5 {
-		mustSubmit(t, e.c, "hooks", fmt.Sprint("k", i), client.OutcomeAccepted)
-	}
 	var all []client.DeadLetter
 	for deadline := time.Now().Add(20 * time.Second); len(all) < 5; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {

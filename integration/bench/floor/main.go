@@ -40,18 +40,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/integration/bench/internal/benchkit"
 )
 
 // config is what one run measures.
@@ -62,9 +58,8 @@ type config struct {
 	partitions, workers        int
 	fetchers, batch            int
 	noAwait                    bool
-	timeout                    time.Duration
-	shaperBin, natsBin         string
-	keep                       bool
+	natsBin                    string
+	benchkit.Common
 }
 
 func main() {
@@ -76,7 +71,7 @@ func main() {
 		return
 	}
 	var cfg config
-	fs := flag.NewFlagSet("floor", flag.ExitOnError)
+	fs := benchkit.NewFlagSet("floor", "Measures the shaper's delivery (unpaced and paced) beside the NATS floor in one run.")
 	fs.IntVar(&cfg.jobs, "jobs", 20000, "jobs queued for the unpaced runs (N)")
 	fs.IntVar(&cfg.keys, "keys", 1000, "keys (subjects) they are spread over (K)")
 	fs.IntVar(&cfg.payload, "payload", 100, "payload bytes of every job")
@@ -89,27 +84,22 @@ func main() {
 	fs.IntVar(&cfg.fetchers, "fetchers", 32, "the floor worker's fetches in flight (so deliveries in flight)")
 	fs.IntVar(&cfg.batch, "batch", 256, "the floor worker's messages per fetch")
 	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited")
-	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole run, builds included")
-	fs.StringVar(&cfg.shaperBin, "shaper-bin", "", "a shaper binary to measure instead of building ./cmd/shaper")
 	fs.StringVar(&cfg.natsBin, "nats-server-bin", "", "a nats-server binary to use instead of building the module's")
-	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory (logs, stores) and say where it is")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: go run ./integration/bench/floor [flags]\n\n"+
-			"Measures the shaper's delivery (unpaced and paced) beside the NATS floor in one run.\n\n")
-		fs.PrintDefaults()
-	}
+	cfg.AddFlags(fs, "builds")
 	fs.Parse(os.Args[1:])
-	if err := cfg.check(); err != nil {
-		fmt.Fprintln(os.Stderr, "floor:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "floor:", err)
-		stop()
-		os.Exit(1)
-	}
+	benchkit.Main("floor", &cfg.Common, cfg.check, func(ctx context.Context, env benchkit.Env) error {
+		b := &bench{cfg: cfg, dir: env.Dir, g: env.Group, logf: env.Logf, nats: cfg.natsBin, shaper: cfg.ShaperBin}
+		var err error
+		if b.self, err = os.Executable(); err != nil {
+			return err
+		}
+		err = benchkit.Build(ctx, env.Dir, benchkit.Target{Bin: &b.nats, Pkg: "github.com/nats-io/nats-server/v2", Out: "nats-server"},
+			benchkit.Target{Bin: &b.shaper, Pkg: "./cmd/shaper", Out: "shaper"})
+		if err != nil {
+			return err
+		}
+		return b.run(ctx, os.Stdout)
+	})
 }
 
 func (c config) check() error {
@@ -120,44 +110,16 @@ func (c config) check() error {
 		return errors.New("-payload, -partitions and -workers must not be negative")
 	case c.fetchers < 1 || c.batch < 1:
 		return errors.New("-fetchers and -batch must be at least 1")
-	case c.pacedDuration <= 0 || c.pacedWarmup < 0 || c.timeout <= 0:
+	case c.pacedDuration <= 0 || c.pacedWarmup < 0 || c.Timeout <= 0:
 		return errors.New("-paced-duration and -timeout must be positive, -paced-warmup not negative")
 	}
 	return nil
 }
 
-// run measures every row and prints the table on out, progress on errw.
-func run(ctx context.Context, cfg config, out, errw io.Writer) (err error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, cfg.timeout, fmt.Errorf("past -timeout %v", cfg.timeout))
-	defer cancel()
-	defer func() {
-		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
-		}
-	}()
-	dir, err := os.MkdirTemp("", "shaper-floor-")
-	if err != nil {
-		return err
-	}
-	g := &group{dir: dir}
-	defer func() {
-		g.killAll()
-		if cfg.keep {
-			fmt.Fprintf(errw, "kept %s\n", dir)
-		} else {
-			os.RemoveAll(dir)
-		}
-	}()
-	b := &bench{cfg: cfg, dir: dir, g: g, logf: func(format string, a ...any) {
-		fmt.Fprintf(errw, "floor: "+format+"\n", a...)
-	}}
-	if b.self, err = os.Executable(); err != nil {
-		return err
-	}
-	if b.nats, b.shaper, err = build(ctx, cfg, dir); err != nil {
-		return err
-	}
-	load0 := loadAvg()
+// run measures every row and prints the table on out.
+func (b *bench) run(ctx context.Context, out io.Writer) error {
+	cfg := b.cfg
+	load0 := benchkit.LoadAvg()
 	b.logf("load average %s", load0)
 	var rows []row
 	ns, nc, url, err := b.startNATS(ctx)
@@ -181,7 +143,7 @@ func run(ctx context.Context, cfg config, out, errw io.Writer) (err error) {
 		rows = append(rows, r)
 	}
 	nc.Close()
-	ns.stop(10 * time.Second)
+	ns.Stop(10 * time.Second)
 	r, err := b.shaperUnpaced(ctx)
 	if err != nil {
 		return fmt.Errorf("shaper, unpaced: %w", err)
@@ -192,39 +154,6 @@ func run(ctx context.Context, cfg config, out, errw io.Writer) (err error) {
 		return fmt.Errorf("shaper, paced: %w", err)
 	}
 	rows = append(rows, r)
-	report(out, cfg, rows, load0, loadAvg())
+	report(out, cfg, rows, load0, benchkit.LoadAvg())
 	return nil
-}
-
-// build returns the nats-server and shaper binaries: the flags' or built
-// into dir from the module that holds the working directory.
-func build(ctx context.Context, cfg config, dir string) (natsBin, shaperBin string, err error) {
-	natsBin, shaperBin = cfg.natsBin, cfg.shaperBin
-	if natsBin != "" && shaperBin != "" {
-		return natsBin, shaperBin, nil
-	}
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return "", "", errors.New("run it inside the shaper module (go env GOMOD is empty)")
-	}
-	for _, t := range []struct {
-		bin *string
-		out string
-		pkg string
-	}{{&natsBin, "nats-server", "github.com/nats-io/nats-server/v2"}, {&shaperBin, "shaper", "./cmd/shaper"}} {
-		if *t.bin != "" {
-			continue
-		}
-		*t.bin = filepath.Join(dir, t.out)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", *t.bin, t.pkg)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("go build %s: %v\n%s", t.pkg, err, b)
-		}
-	}
-	return natsBin, shaperBin, nil
 }

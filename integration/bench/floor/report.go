@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/shaper-dev/shaper/integration/bench/internal/benchkit"
 )
 
 // The acceptance targets.
@@ -17,9 +19,9 @@ const (
 func report(w io.Writer, cfg config, rows []row, load0, load1 string) {
 	fmt.Fprintf(w, "\n%d jobs over %d keys, payload %d bytes; paced: %d keys × %d/s for %v; load average %s at the start, %s at the end; "+
 		"CPU is utime+stime from /proc/PID/stat, in ticks of %d ms\n\n",
-		cfg.jobs, cfg.keys, cfg.payload, cfg.pacedKeys, cfg.pacedRate, cfg.pacedDuration, load0, load1, 1000/clockTicks)
-	fmt.Fprintln(w, "| what | deliveries/s | CPU-µs per delivery (server side) | ratio to the floor | CPU-µs per delivery by process |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | --- | --- |")
+		cfg.jobs, cfg.keys, cfg.payload, cfg.pacedKeys, cfg.pacedRate, cfg.pacedDuration, load0, load1, 1000/benchkit.ClockTicks)
+	benchkit.TableRow(w, "what", "deliveries/s", "CPU-µs per delivery (server side)", "ratio to the floor", "CPU-µs per delivery by process")
+	benchkit.TableRule(w, "---", "---:", "---:", "---", "---")
 	base := rows[0]
 	var unpaced, paced *row
 	for i, r := range rows {
@@ -38,34 +40,14 @@ func report(w io.Writer, cfg config, rows []row, load0, load1 string) {
 		if r.dups > 0 {
 			detail += fmt.Sprintf("; %d duplicate deliveries", r.dups)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.1f | %s | %s |\n", r.what, thousands(r.rate()), r.cpuPer(), ratio, detail)
+		benchkit.TableRow(w, r.what, benchkit.Thousands(r.rate()), fmt.Sprintf("%.1f", r.cpuPer()), ratio, detail)
 	}
 	fmt.Fprintln(w)
 	if unpaced != nil {
 		x := unpaced.rate() / base.rate()
-		fmt.Fprintf(w, "target: unpaced confirmed delivery ≥ %.1f× the floor's throughput (acks confirmed): %.2f× — %s\n", targetThroughput, x, met(x >= targetThroughput))
+		fmt.Fprintf(w, "target: unpaced confirmed delivery ≥ %.1f× the floor's throughput (acks confirmed): %.2f× — %s\n", targetThroughput, x, benchkit.Met(x >= targetThroughput))
 	}
 	if paced != nil {
-		fmt.Fprintf(w, "target: paced delivery (%d keys × %d/s) ≤ %d CPU-µs per delivery: %.1f — %s\n", cfg.pacedKeys, cfg.pacedRate, targetPacedCPU, paced.cpuPer(), met(paced.cpuPer() <= targetPacedCPU))
+		fmt.Fprintf(w, "target: paced delivery (%d keys × %d/s) ≤ %d CPU-µs per delivery: %.1f — %s\n", cfg.pacedKeys, cfg.pacedRate, targetPacedCPU, paced.cpuPer(), benchkit.Met(paced.cpuPer() <= targetPacedCPU))
 	}
-}
-
-func met(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "not met"
-}
-
-// thousands formats v rounded to a whole number with commas: 36,300.
-func thousands(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

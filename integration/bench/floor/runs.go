@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaper-dev/shaper/integration/bench/internal/benchkit"
 )
 
 // bench is one run's shared state: its configuration, its temporary
@@ -23,7 +24,7 @@ import (
 type bench struct {
 	cfg    config
 	dir    string
-	g      *group
+	g      *benchkit.Group
 	self   string // this program, re-executed for the roles
 	shaper string
 	nats   string
@@ -59,19 +60,13 @@ func (r row) cpuPer() float64 {
 	return s * 1e6 / float64(r.n)
 }
 
-// phase bounds one wait on a child: long enough for a slow machine, short
-// enough to fail well within -timeout.
-func (b *bench) phase(jobs int) time.Duration {
-	return time.Minute + time.Duration(jobs)*time.Millisecond
-}
-
 // startConsumer starts the consumer role answering on subject.
-func (b *bench) startConsumer(ctx context.Context, name, url, subject string, expect int) (*proc, error) {
-	c, err := b.g.start(name, true, b.self, roleConsumer, "-nats-url", url, "-subject", subject, "-expect", strconv.Itoa(expect))
+func (b *bench) startConsumer(ctx context.Context, name, url, subject string, expect int) (*benchkit.Proc, error) {
+	c, err := b.g.StartRole(name, b.self, roleConsumer, "-nats-url", url, "-subject", subject, "-expect", strconv.Itoa(expect))
 	if err != nil {
 		return nil, err
 	}
-	_, err = c.expect(ctx, "ready", time.Minute)
+	_, err = c.Expect(ctx, "ready", time.Minute)
 	return c, err
 }
 
@@ -80,9 +75,9 @@ func (b *bench) startConsumer(ctx context.Context, name, url, subject string, ex
 // to arrive), or a floor worker that has not fetched yet. It waits until c
 // has taken every job, and returns the row with the CPU time of server
 // (the server side) and of the consumer meanwhile.
-func (b *bench) unpaced(ctx context.Context, what string, c, release *proc, server []*proc, jobs int) (row, error) {
+func (b *bench) unpaced(ctx context.Context, what string, c, release *benchkit.Proc, server []*benchkit.Proc, jobs int) (row, error) {
 	if release == c {
-		if _, err := c.expect(ctx, "first", b.phase(jobs)); err != nil {
+		if _, err := c.Expect(ctx, "first", benchkit.Phase(jobs)); err != nil {
 			return row{}, err
 		}
 	}
@@ -95,10 +90,10 @@ func (b *bench) unpaced(ctx context.Context, what string, c, release *proc, serv
 	if err != nil {
 		return row{}, err
 	}
-	if err := release.send("go"); err != nil {
+	if err := release.Send("go"); err != nil {
 		return row{}, err
 	}
-	rest, err := c.expect(ctx, "done", b.phase(jobs))
+	rest, err := c.Expect(ctx, "done", benchkit.Phase(jobs))
 	if err != nil {
 		return row{}, err
 	}
@@ -112,15 +107,15 @@ func (b *bench) unpaced(ctx context.Context, what string, c, release *proc, serv
 		return row{}, fmt.Errorf("consumer said done %q: %v", rest, err)
 	}
 	for i, p := range server {
-		r.server = append(r.server, usage{p.name, float64(c1[i]-c0[i]) / clockTicks})
+		r.server = append(r.server, usage{p.Name, float64(c1[i]-c0[i]) / benchkit.ClockTicks})
 	}
-	r.consumer = float64(c1[len(server)]-c0[len(server)]) / clockTicks
+	r.consumer = float64(c1[len(server)]-c0[len(server)]) / benchkit.ClockTicks
 	return r, nil
 }
 
 // floor measures the NATS floor: n jobs preloaded into a work-queue stream
 // of its own on the standalone nats-server, delivered by the worker role.
-func (b *bench) floor(ctx context.Context, ns *proc, url string, js jetstream.JetStream, name string, await bool) (row, error) {
+func (b *bench) floor(ctx context.Context, ns *benchkit.Proc, url string, js jetstream.JetStream, name string, await bool) (row, error) {
 	cfg := b.cfg
 	in, out := name+".q", name+".out"
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
@@ -140,7 +135,7 @@ func (b *bench) floor(ctx context.Context, ns *proc, url string, js jetstream.Je
 	}
 	select {
 	case <-js.PublishAsyncComplete():
-	case <-time.After(b.phase(cfg.jobs)):
+	case <-time.After(benchkit.Phase(cfg.jobs)):
 		return row{}, fmt.Errorf("preload: %d publishes not acknowledged", js.PublishAsyncPending())
 	case <-ctx.Done():
 		return row{}, ctx.Err()
@@ -149,18 +144,18 @@ func (b *bench) floor(ctx context.Context, ns *proc, url string, js jetstream.Je
 	if err != nil {
 		return row{}, err
 	}
-	defer c.stop(5 * time.Second)
-	if err := c.send("go"); err != nil { // the worker holds the pipeline instead
+	defer c.Stop(5 * time.Second)
+	if err := c.Send("go"); err != nil { // the worker holds the pipeline instead
 		return row{}, err
 	}
-	w, err := b.g.start(name+"-worker", true, b.self, roleWorker, "-nats-url", url, "-stream", strings.ToUpper(name),
+	w, err := b.g.StartRole(name+"-worker", b.self, roleWorker, "-nats-url", url, "-stream", strings.ToUpper(name),
 		"-in", in, "-out", out, "-await-ack="+strconv.FormatBool(await),
 		"-fetchers", strconv.Itoa(cfg.fetchers), "-batch", strconv.Itoa(cfg.batch))
 	if err != nil {
 		return row{}, err
 	}
-	defer w.stop(5 * time.Second)
-	if _, err := w.expect(ctx, "ready", time.Minute); err != nil {
+	defer w.Stop(5 * time.Second)
+	if _, err := w.Expect(ctx, "ready", time.Minute); err != nil {
 		return row{}, err
 	}
 	acks := "acks confirmed"
@@ -168,17 +163,17 @@ func (b *bench) floor(ctx context.Context, ns *proc, url string, js jetstream.Je
 		acks = "acks not awaited"
 	}
 	what := fmt.Sprintf("floor: JetStream work-queue pull consumer, batches of %d, %d in flight, %s", cfg.batch, cfg.fetchers, acks)
-	return b.unpaced(ctx, what, c, w, []*proc{ns, w}, cfg.jobs)
+	return b.unpaced(ctx, what, c, w, []*benchkit.Proc{ns, w}, cfg.jobs)
 }
 
 // startNATS starts the standalone nats-server with JetStream on a store in
 // the run's directory and connects to it.
-func (b *bench) startNATS(ctx context.Context) (*proc, *nats.Conn, string, error) {
-	port, err := freePort()
+func (b *bench) startNATS(ctx context.Context) (*benchkit.Proc, *nats.Conn, string, error) {
+	port, err := benchkit.FreePort()
 	if err != nil {
 		return nil, nil, "", err
 	}
-	ns, err := b.g.start("nats-server", false, b.nats, "-a", "127.0.0.1", "-p", strconv.Itoa(port),
+	ns, err := b.g.Start("nats-server", b.nats, "-a", "127.0.0.1", "-p", strconv.Itoa(port),
 		"-js", "-sd", filepath.Join(b.dir, "nats-store"))
 	if err != nil {
 		return nil, nil, "", err
@@ -191,8 +186,8 @@ func (b *bench) startNATS(ctx context.Context) (*proc, *nats.Conn, string, error
 			return ns, nc, url, nil
 		}
 		select {
-		case <-ns.done:
-			return nil, nil, "", fmt.Errorf("nats-server exited; its log:\n%s", tail(ns.log))
+		case <-ns.Done():
+			return nil, nil, "", fmt.Errorf("nats-server exited; its log:\n%s", ns.Tail())
 		case <-ctx.Done():
 			return nil, nil, "", ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -203,73 +198,43 @@ func (b *bench) startNATS(ctx context.Context) (*proc, *nats.Conn, string, error
 	}
 }
 
-// shaperRun is one shaper serve of its own, on free ports and a data
-// directory of its own, with one policy.
-type shaperRun struct {
-	p        *proc
-	httpAddr string
-	natsURL  string
-}
-
-// startShaper writes the policy file of name and starts a shaper with it.
-func (b *bench) startShaper(ctx context.Context, name, outflow string, queue int) (*shaperRun, error) {
-	policy := fmt.Sprintf("policies:\n  - name: %s\n    outflow: %s\n    queue: %d\n    overflow: reject\n", name, outflow, queue)
-	if b.cfg.partitions > 0 {
-		policy += fmt.Sprintf("    partitions: %d\n", b.cfg.partitions)
-	}
-	policy += "    deliver:\n      timeout: 60s\n"
-	file := filepath.Join(b.dir, name+".yaml")
-	if err := os.WriteFile(file, []byte(policy), 0o644); err != nil {
-		return nil, err
-	}
-	hp, err1 := freePort()
-	np, err2 := freePort()
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("free ports: %v %v", err1, err2)
-	}
-	s := &shaperRun{httpAddr: fmt.Sprintf("127.0.0.1:%d", hp), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", np)}
-	args := []string{"serve", "--policies", file, "--http", s.httpAddr, "--data", filepath.Join(b.dir, "data-"+name),
-		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", np), "--log-level", "warn"}
+// startShaper starts a shaper serve of its own (on free ports and a data
+// directory of its own) with policy name, and waits until it is ready.
+func (b *bench) startShaper(ctx context.Context, name, outflow string, queue int) (*benchkit.Shaper, error) {
+	var args []string
 	if b.cfg.workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(b.cfg.workers))
 	}
-	if s.p, err1 = b.g.start("shaper-"+name, false, b.shaper, args...); err1 != nil {
-		return nil, err1
+	s, err := b.g.StartShaper(benchkit.ShaperConfig{
+		Name:       "shaper-" + name,
+		Bin:        b.shaper,
+		PolicyFile: filepath.Join(b.dir, name+".yaml"),
+		Policy:     benchkit.Policy(name, outflow, queue, b.cfg.partitions),
+		Data:       filepath.Join(b.dir, "data-"+name),
+		LogLevel:   "warn",
+		Args:       args,
+	})
+	if err != nil {
+		return nil, err
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get("http://" + s.httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
-		}
-		select {
-		case <-s.p.done:
-			return nil, fmt.Errorf("shaper exited; its log:\n%s", tail(s.p.log))
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("shaper not ready within a minute; its log:\n%s", tail(s.p.log))
-		}
+	if _, err := s.AwaitReady(ctx, 100*time.Millisecond, time.Minute); err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // stopWith stops the shaper, then its consumer c: the deliveries in
 // flight are answered, so the shaper stops without waiting for them.
-func (s *shaperRun) stopWith(c *proc) {
-	c.send("go")
-	s.p.stop(15 * time.Second)
-	c.stop(5 * time.Second)
+func stopWith(s *benchkit.Shaper, c *benchkit.Proc) {
+	c.Send("go")
+	s.P.Stop(15 * time.Second)
+	c.Stop(5 * time.Second)
 }
 
 // submit admits jobs jobs of payload bytes to policy over keys keys (job j
-// to key k<j mod keys>) through the shaper's HTTP API, 32 at a time, and
+// to key k<j mod keys>) through the HTTP API of s, 32 at a time, and
 // fails unless every one is answered 202.
-func (s *shaperRun) submit(ctx context.Context, policy string, jobs, keys, payload int) error {
+func submit(ctx context.Context, s *benchkit.Shaper, policy string, jobs, keys, payload int) error {
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
 	defer cl.CloseIdleConnections()
 	body := bytes.Repeat([]byte("x"), payload)
@@ -279,7 +244,7 @@ func (s *shaperRun) submit(ctx context.Context, policy string, jobs, keys, paylo
 	for range 32 {
 		wg.Go(func() {
 			for j := int(next.Add(1) - 1); j < jobs && ctx.Err() == nil && first.Load() == nil; j = int(next.Add(1) - 1) {
-				url := fmt.Sprintf("http://%s/v1/jobs/%s/k%d", s.httpAddr, policy, j%keys)
+				url := fmt.Sprintf("http://%s/v1/jobs/%s/k%d", s.HTTPAddr, policy, j%keys)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/octet-stream")
 				resp, err := cl.Do(req)
@@ -311,18 +276,18 @@ func (b *bench) shaperUnpaced(ctx context.Context) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	c, err := b.startConsumer(ctx, "unpaced-consumer", s.natsURL, "shaper.out.unpaced.>", cfg.jobs)
+	c, err := b.startConsumer(ctx, "unpaced-consumer", s.NATSURL, "shaper.out.unpaced.>", cfg.jobs)
 	if err != nil {
-		s.p.stop(15 * time.Second)
+		s.P.Stop(15 * time.Second)
 		return row{}, err
 	}
-	defer s.stopWith(c)
+	defer stopWith(s, c)
 	start := time.Now()
-	if err := s.submit(ctx, "unpaced", cfg.jobs, cfg.keys, cfg.payload); err != nil {
+	if err := submit(ctx, s, "unpaced", cfg.jobs, cfg.keys, cfg.payload); err != nil {
 		return row{}, fmt.Errorf("preload: %w", err)
 	}
 	b.logf("shaper, unpaced: %d jobs admitted in %.1f s", cfg.jobs, time.Since(start).Seconds())
-	return b.unpaced(ctx, b.shaperWhat("unpaced, confirmed delivery"), c, c, []*proc{s.p}, cfg.jobs)
+	return b.unpaced(ctx, b.shaperWhat("unpaced, confirmed delivery"), c, c, []*benchkit.Proc{s.P}, cfg.jobs)
 }
 
 // shaperWhat names a shaper row with its settings.
@@ -348,25 +313,25 @@ func (b *bench) shaperPaced(ctx context.Context) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	c, err := b.startConsumer(ctx, "paced-consumer", s.natsURL, "shaper.out.paced.>", 0)
+	c, err := b.startConsumer(ctx, "paced-consumer", s.NATSURL, "shaper.out.paced.>", 0)
 	if err != nil {
-		s.p.stop(15 * time.Second)
+		s.P.Stop(15 * time.Second)
 		return row{}, err
 	}
-	defer s.stopWith(c)
+	defer stopWith(s, c)
 	start := time.Now()
-	if err := s.submit(ctx, "paced", jobs, cfg.pacedKeys, cfg.payload); err != nil {
+	if err := submit(ctx, s, "paced", jobs, cfg.pacedKeys, cfg.payload); err != nil {
 		return row{}, fmt.Errorf("preload: %w", err)
 	}
 	b.logf("shaper, paced: %d jobs admitted in %.1f s", jobs, time.Since(start).Seconds())
-	if _, err := c.expect(ctx, "first", b.phase(jobs)); err != nil {
+	if _, err := c.Expect(ctx, "first", benchkit.Phase(jobs)); err != nil {
 		return row{}, err
 	}
-	all := []*proc{s.p, c}
+	all := []*benchkit.Proc{s.P, c}
 	if err := settle(ctx, all, 10*time.Second); err != nil {
 		return row{}, err
 	}
-	if err := c.send("go"); err != nil {
+	if err := c.Send("go"); err != nil {
 		return row{}, err
 	}
 	mark := func() (int, int, []int64, time.Time, error) {
@@ -375,10 +340,10 @@ func (b *bench) shaperPaced(ctx context.Context) (row, error) {
 			return 0, 0, nil, time.Time{}, err
 		}
 		at := time.Now()
-		if err := c.send("mark"); err != nil {
+		if err := c.Send("mark"); err != nil {
 			return 0, 0, nil, at, err
 		}
-		rest, err := c.expect(ctx, "mark", time.Minute)
+		rest, err := c.Expect(ctx, "mark", time.Minute)
 		if err != nil {
 			return 0, 0, nil, at, err
 		}
@@ -404,10 +369,10 @@ func (b *bench) shaperPaced(ctx context.Context) (row, error) {
 	r := row{what: what, n: n1 - n0, dups: d1 - d0, secs: t1.Sub(t0).Seconds(), paced: true,
 		want: float64(cfg.pacedKeys * cfg.pacedRate)}
 	if r.n <= 0 {
-		return row{}, fmt.Errorf("shaper, paced: no deliveries in %v; its log:\n%s", cfg.pacedDuration, tail(s.p.log))
+		return row{}, fmt.Errorf("shaper, paced: no deliveries in %v; its log:\n%s", cfg.pacedDuration, s.P.Tail())
 	}
-	r.server = []usage{{s.p.name, float64(c1[0]-c0[0]) / clockTicks}}
-	r.consumer = float64(c1[1]-c0[1]) / clockTicks
+	r.server = []usage{{s.P.Name, float64(c1[0]-c0[0]) / benchkit.ClockTicks}}
+	r.consumer = float64(c1[1]-c0[1]) / benchkit.ClockTicks
 	return r, nil
 }
 

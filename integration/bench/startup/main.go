@@ -40,16 +40,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
-	"strings"
-	"syscall"
-	"time"
+
+	"github.com/shaper-dev/shaper/integration/bench/internal/benchkit"
 )
 
 // config is what one run measures.
@@ -60,14 +55,12 @@ type config struct {
 	all             bool
 	profile         string
 	profileSecs     int
-	timeout         time.Duration
-	shaperBin       string
-	keep            bool
+	benchkit.Common
 }
 
 func main() {
 	var cfg config
-	fs := flag.NewFlagSet("startup", flag.ExitOnError)
+	fs := benchkit.NewFlagSet("startup", "Measures a shaper's start-up on a store holding one job on each of many keys.")
 	fs.IntVar(&cfg.keys, "keys", 100_000, "keys with one queued job each (N)")
 	fs.IntVar(&cfg.baseline, "baseline", 10_000, "keys of the baseline row, measured first in the same run (0: none)")
 	fs.IntVar(&cfg.partitions, "partitions", 0, "the policy's partitions: field (0: not set, the default)")
@@ -76,26 +69,15 @@ func main() {
 	fs.BoolVar(&cfg.all, "all", true, "also wait until every job was delivered (each once), and report when N/10 and N/2 were")
 	fs.StringVar(&cfg.profile, "profile", "", "write a CPU profile of each restarted shaper into this directory")
 	fs.IntVar(&cfg.profileSecs, "profile-seconds", 5, "length of the CPU profile, from /readyz 200 on")
-	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole run, the build included")
-	fs.StringVar(&cfg.shaperBin, "shaper-bin", "", "a shaper binary to measure instead of building ./cmd/shaper")
-	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory (logs, stores) and say where it is")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: go run ./integration/bench/startup [flags]\n\n"+
-			"Measures a shaper's start-up on a store holding one job on each of many keys.\n\n")
-		fs.PrintDefaults()
-	}
+	cfg.AddFlags(fs, "the build")
 	fs.Parse(os.Args[1:])
-	if err := cfg.check(); err != nil {
-		fmt.Fprintln(os.Stderr, "startup:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "startup:", err)
-		stop()
-		os.Exit(1)
-	}
+	benchkit.Main("startup", &cfg.Common, cfg.check, func(ctx context.Context, env benchkit.Env) error {
+		b := &bench{cfg: cfg, dir: env.Dir, g: env.Group, logf: env.Logf, shaper: cfg.ShaperBin}
+		if err := benchkit.Build(ctx, env.Dir, benchkit.Target{Bin: &b.shaper, Pkg: "./cmd/shaper", Out: "shaper"}); err != nil {
+			return err
+		}
+		return b.run(ctx, os.Stdout)
+	})
 }
 
 func (c config) check() error {
@@ -106,46 +88,21 @@ func (c config) check() error {
 		return errors.New("-partitions must be from 0 to 256")
 	case c.payload < 0 || c.window < 1:
 		return errors.New("-payload must not be negative, -window at least 1")
-	case c.profileSecs < 1 || c.timeout <= 0:
+	case c.profileSecs < 1 || c.Timeout <= 0:
 		return errors.New("-profile-seconds and -timeout must be positive")
 	}
 	return nil
 }
 
-// run measures every row and prints the table on out, progress on errw.
-func run(ctx context.Context, cfg config, out, errw io.Writer) (err error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, cfg.timeout, fmt.Errorf("past -timeout %v", cfg.timeout))
-	defer cancel()
-	defer func() {
-		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
-		}
-	}()
-	dir, err := os.MkdirTemp("", "shaper-startup-")
-	if err != nil {
-		return err
-	}
-	g := &group{dir: dir}
-	defer func() {
-		g.killAll()
-		if cfg.keep {
-			fmt.Fprintf(errw, "kept %s\n", dir)
-		} else {
-			os.RemoveAll(dir)
-		}
-	}()
-	b := &bench{cfg: cfg, dir: dir, g: g, logf: func(format string, a ...any) {
-		fmt.Fprintf(errw, "startup: "+format+"\n", a...)
-	}}
-	if b.shaper, err = build(ctx, cfg, dir); err != nil {
-		return err
-	}
+// run measures every row and prints the table on out.
+func (b *bench) run(ctx context.Context, out io.Writer) error {
+	cfg := b.cfg
 	if cfg.profile != "" {
 		if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
 			return err
 		}
 	}
-	load0 := loadAvg()
+	load0 := benchkit.LoadAvg()
 	b.logf("load average %s", load0)
 	var sizes []int
 	if cfg.baseline > 0 && cfg.baseline != cfg.keys {
@@ -161,29 +118,6 @@ func run(ctx context.Context, cfg config, out, errw io.Writer) (err error) {
 		b.logf("%d keys: ready %.2f s, first delivery %.2f s, 1,000 deliveries %.2f s", n, r.ready.Seconds(), r.first.Seconds(), r.thousand.Seconds())
 		rows = append(rows, r)
 	}
-	report(out, cfg, rows, load0, loadAvg())
+	report(out, cfg, rows, load0, benchkit.LoadAvg())
 	return nil
-}
-
-// build returns the shaper binary: the flag's, or built into dir from the
-// module that holds the working directory.
-func build(ctx context.Context, cfg config, dir string) (string, error) {
-	if cfg.shaperBin != "" {
-		return cfg.shaperBin, nil
-	}
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(gomod))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("run it inside the shaper module (go env GOMOD is empty)")
-	}
-	bin := filepath.Join(dir, "shaper")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/shaper")
-	cmd.Dir = filepath.Dir(mod)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/shaper: %v\n%s", err, b)
-	}
-	return bin, nil
 }

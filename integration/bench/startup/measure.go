@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/shaper-dev/shaper/integration/bench/internal/benchkit"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
@@ -33,7 +34,7 @@ const (
 type bench struct {
 	cfg    config
 	dir    string
-	g      *group
+	g      *benchkit.Group
 	shaper string
 	logf   func(format string, a ...any) // progress, on stderr
 }
@@ -60,67 +61,21 @@ type row struct {
 	heap       string // the heap profile's file, taken at the milestone
 }
 
-// shaperRun is one shaper serve on free ports.
-type shaperRun struct {
-	p        *proc
-	httpAddr string
-	natsURL  string
+// startShaper starts a shaper with a policy file naming policy, on data
+// directory data. It does not wait for it.
+func (b *bench) startShaper(name, policy, data string) (*benchkit.Shaper, error) {
+	return b.g.StartShaper(benchkit.ShaperConfig{
+		Name:       name,
+		Bin:        b.shaper,
+		PolicyFile: filepath.Join(b.dir, name+".yaml"),
+		Policy:     benchkit.Policy(policy, "10/s", queueSize, b.cfg.partitions),
+		Data:       data,
+		LogLevel:   "info",
+	})
 }
 
-// startShaper writes a policy file naming policy and starts a shaper with
-// it on data directory data. It does not wait for it.
-func (b *bench) startShaper(name, policy, data string) (*shaperRun, error) {
-	doc := fmt.Sprintf("policies:\n  - name: %s\n    outflow: 10/s\n    queue: %d\n    overflow: reject\n", policy, queueSize)
-	if b.cfg.partitions > 0 {
-		doc += fmt.Sprintf("    partitions: %d\n", b.cfg.partitions)
-	}
-	doc += "    deliver:\n      timeout: 60s\n"
-	file := filepath.Join(b.dir, name+".yaml")
-	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
-		return nil, err
-	}
-	hp, err1 := freePort()
-	np, err2 := freePort()
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("free ports: %v %v", err1, err2)
-	}
-	s := &shaperRun{httpAddr: fmt.Sprintf("127.0.0.1:%d", hp), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", np)}
-	var err error
-	s.p, err = b.g.start(name, b.shaper, "serve", "--policies", file, "--http", s.httpAddr, "--data", data,
-		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", np), "--log-level", "info")
-	return s, err
-}
-
-// awaitReady polls /readyz every 10 ms until it answers 200, and returns
-// when it first did.
-func (s *shaperRun) awaitReady(ctx context.Context, within time.Duration) (time.Time, error) {
-	cl := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := cl.Get("http://" + s.httpAddr + "/readyz")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Now(), nil
-			}
-		}
-		select {
-		case <-s.p.done:
-			return time.Time{}, fmt.Errorf("%s exited; its log:\n%s", s.p.name, tail(s.p.log))
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("%s not ready within %v; its log:\n%s", s.p.name, within, tail(s.p.log))
-		}
-	}
-}
-
-// phase bounds one wait: long enough for a slow machine, short enough to
-// fail well within -timeout.
-func phase(keys int) time.Duration { return time.Minute + time.Duration(keys)*time.Millisecond }
+// readyPoll is how often /readyz is polled: the ready time's resolution.
+const readyPoll = 10 * time.Millisecond
 
 // measure fills a store with one job on each of n keys, restarts the
 // shaper on it and measures the restart.
@@ -136,22 +91,22 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 	if err != nil {
 		return r, err
 	}
-	c := newConsumer(n, s.p.pid())
+	c := newConsumer(n, s.P.Pid())
 	defer c.close()
-	if err := c.connect(s.natsURL, fmt.Sprintf("shaper.out.%s.>", policyName)); err != nil {
+	if err := c.connect(s.NATSURL, fmt.Sprintf("shaper.out.%s.>", policyName)); err != nil {
 		return r, err
 	}
 	defer func() {
-		if !s.p.stop(30 * time.Second) {
-			b.logf("%s did not stop within 30 s of SIGTERM: killed", s.p.name)
+		if !s.P.Stop(30 * time.Second) {
+			b.logf("%s did not stop within 30 s of SIGTERM: killed", s.P.Name)
 		}
 	}()
-	readyAt, err := s.awaitReady(ctx, phase(n))
+	readyAt, err := s.AwaitReady(ctx, readyPoll, benchkit.Phase(n))
 	if err != nil {
 		return r, err
 	}
-	r.ready = readyAt.Sub(s.p.started)
-	if r.rssAtReady, _, err = memory(s.p.pid()); err != nil {
+	r.ready = readyAt.Sub(s.P.Started)
+	if r.rssAtReady, _, err = benchkit.Memory(s.P.Pid()); err != nil {
 		return r, err
 	}
 	var prof chan error
@@ -159,24 +114,24 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 		r.profile = filepath.Join(b.cfg.profile, fmt.Sprintf("startup-%d.pprof", n))
 		prof = make(chan error, 1)
 		go func() {
-			prof <- s.pprof(ctx, fmt.Sprintf("profile?seconds=%d", b.cfg.profileSecs), r.profile)
+			prof <- pprof(ctx, s, fmt.Sprintf("profile?seconds=%d", b.cfg.profileSecs), r.profile)
 		}()
 	}
-	if err := c.await(ctx, s.p, c.reached, phase(n)); err != nil {
+	if err := c.await(ctx, s.P, c.reached, benchkit.Phase(n)); err != nil {
 		return r, err
 	}
 	if b.cfg.profile != "" {
 		r.heap = filepath.Join(b.cfg.profile, fmt.Sprintf("startup-%d.heap.pprof", n))
-		if err := s.pprof(ctx, "heap", r.heap); err != nil {
+		if err := pprof(ctx, s, "heap", r.heap); err != nil {
 			return r, fmt.Errorf("heap profile: %w", err)
 		}
 	}
 	if b.cfg.all {
-		if err := c.await(ctx, s.p, c.all, phase(n)); err != nil {
+		if err := c.await(ctx, s.P, c.all, benchkit.Phase(n)); err != nil {
 			return r, err
 		}
 	}
-	_, peak, err := memory(s.p.pid()) // the peak so far: VmHWM only grows
+	_, peak, err := benchkit.Memory(s.P.Pid()) // the peak so far: VmHWM only grows
 	if err != nil {
 		return r, err
 	}
@@ -191,7 +146,7 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 		if t.IsZero() {
 			return 0
 		}
-		return t.Sub(s.p.started)
+		return t.Sub(s.P.Started)
 	}
 	r.connected, r.first, r.thousand, r.all = since(c.connectedAt), since(c.firstAt), since(c.milestoneAt), since(c.lastAt)
 	r.cpuFirst, r.cpuAt, r.rss, r.peak, r.dups = c.cpuFirst, c.cpuAt, c.rss, peak, c.dups
@@ -202,9 +157,9 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 	return r, nil
 }
 
-// pprof writes the shaper's /debug/pprof/<what> to file.
-func (s *shaperRun) pprof(ctx context.Context, what, file string) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/%s", s.httpAddr, what)
+// pprof writes the /debug/pprof/<what> of shaper s to file.
+func pprof(ctx context.Context, s *benchkit.Shaper, what, file string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/%s", s.HTTPAddr, what)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -232,11 +187,11 @@ func (b *bench) fill(ctx context.Context, n int, data string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer s.p.stop(30 * time.Second)
-	if _, err := s.awaitReady(ctx, time.Minute); err != nil {
+	defer s.P.Stop(30 * time.Second)
+	if _, err := s.AwaitReady(ctx, readyPoll, time.Minute); err != nil {
 		return 0, err
 	}
-	nc, err := nats.Connect(s.natsURL, nats.Name("startup-fill"))
+	nc, err := nats.Connect(s.NATSURL, nats.Name("startup-fill"))
 	if err != nil {
 		return 0, err
 	}
@@ -289,8 +244,8 @@ func (b *bench) fill(ctx context.Context, n int, data string) (float64, error) {
 		return 0, fmt.Errorf("stream %s holds %d jobs on %d subjects, want %d on %d", q.Stream(), got.Msgs, got.NumSubjects, n, n)
 	}
 	nc.Close()
-	if !s.p.stop(30 * time.Second) {
-		return 0, fmt.Errorf("%s did not stop within 30 s of SIGTERM", s.p.name)
+	if !s.P.Stop(30 * time.Second) {
+		return 0, fmt.Errorf("%s did not stop within 30 s of SIGTERM", s.P.Name)
 	}
 	return rate, nil
 }
@@ -375,12 +330,12 @@ func (c *consumer) take(m *nats.Msg) {
 	}
 	if n == 1 {
 		c.firstAt = now
-		c.cpuFirst, _ = cpuSeconds(c.pid)
+		c.cpuFirst, _ = benchkit.CPUSeconds(c.pid)
 	}
 	if n == c.milestone {
 		c.milestoneAt = now
-		c.cpuAt, _ = cpuSeconds(c.pid)
-		c.rss, _, _ = memory(c.pid)
+		c.cpuAt, _ = benchkit.CPUSeconds(c.pid)
+		c.rss, _, _ = benchkit.Memory(c.pid)
 		close(c.reached)
 	}
 	if n == c.keys {
@@ -391,16 +346,16 @@ func (c *consumer) take(m *nats.Msg) {
 
 // await waits until ch is closed, failing if the shaper p exits first or
 // nothing closes it within.
-func (c *consumer) await(ctx context.Context, p *proc, ch chan struct{}, within time.Duration) error {
+func (c *consumer) await(ctx context.Context, p *benchkit.Proc, ch chan struct{}, within time.Duration) error {
 	select {
 	case <-ch:
 		return nil
-	case <-p.done:
-		return fmt.Errorf("%s exited; its log:\n%s", p.name, tail(p.log))
+	case <-p.Done():
+		return fmt.Errorf("%s exited; its log:\n%s", p.Name, p.Tail())
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(within):
-		return fmt.Errorf("%d of %d jobs delivered within %v; %s's log:\n%s", c.delivered(), c.keys, within, p.name, tail(p.log))
+		return fmt.Errorf("%d of %d jobs delivered within %v; %s's log:\n%s", c.delivered(), c.keys, within, p.Name, p.Tail())
 	}
 }
 

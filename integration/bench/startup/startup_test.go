@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaper-dev/shaper/integration/bench/internal/benchtest"
 )
 
 // TestStartupSmoke runs the benchmark end to end, small (one job on each of
@@ -18,44 +15,10 @@ import (
 // deliveries started), every job delivered without a duplicate, the
 // memory figures positive. The figures themselves are not judged.
 func TestStartupSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs four shapers: not with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("reads CPU times and memory from /proc")
-	}
-	bin := filepath.Join(t.TempDir(), "startup")
-	if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-keys", "2000", "-baseline", "200", "-timeout", "90s")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, stderr.String())
-	if err != nil {
-		t.Fatalf("startup: %v", err)
-	}
-	var header []string
+	out := benchtest.Smoke(t, "four shapers", 2*time.Minute, "-keys", "2000", "-baseline", "200", "-timeout", "90s")
 	rows := map[string]map[string]string{}
-	for _, l := range strings.Split(string(out), "\n") {
-		if !strings.HasPrefix(l, "| ") {
-			continue
-		}
-		cells := strings.Split(strings.Trim(l, "| "), " | ")
-		if header == nil {
-			header = cells
-			continue
-		}
-		row := map[string]string{}
-		for i, c := range cells {
-			if i < len(header) {
-				row[header[i]] = c
-			}
-		}
-		rows[cells[0]] = row
+	for _, row := range benchtest.Table(out) {
+		rows[row["keys (N)"]] = row
 	}
 	for _, keys := range []string{"200", "2,000"} {
 		row, ok := rows[keys]
@@ -64,13 +27,8 @@ func TestStartupSmoke(t *testing.T) {
 			continue
 		}
 		num := func(col string) float64 {
-			f := strings.Fields(row[col])
-			if len(f) == 0 {
-				t.Errorf("%s keys: no %q", keys, col)
-				return 0
-			}
-			v, err := strconv.ParseFloat(strings.ReplaceAll(f[0], ",", ""), 64)
-			if err != nil || v <= 0 {
+			v, ok := benchtest.Positive(row[col])
+			if !ok {
 				t.Errorf("%s keys: %s %q, want a positive number", keys, col, row[col])
 			}
 			return v
@@ -88,7 +46,7 @@ func TestStartupSmoke(t *testing.T) {
 			num(col)
 		}
 	}
-	if !strings.Contains(string(out), "growth 200 → 2,000 keys") {
+	if !strings.Contains(out, "growth 200 → 2,000 keys") {
 		t.Error("no growth line")
 	}
 }

@@ -1,0 +1,89 @@
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+// Policy returns a policies file of one policy: name at outflow, queue
+// jobs a key, overflow reject, partitions when above 0, a delivery timeout
+// of 60 s.
+func Policy(name, outflow string, queue, partitions int) string {
+	doc := fmt.Sprintf("policies:\n  - name: %s\n    outflow: %s\n    queue: %d\n    overflow: reject\n", name, outflow, queue)
+	if partitions > 0 {
+		doc += fmt.Sprintf("    partitions: %d\n", partitions)
+	}
+	return doc + "    deliver:\n      timeout: 60s\n"
+}
+
+// ShaperConfig is what StartShaper starts.
+type ShaperConfig struct {
+	Name       string // the child's
+	Bin        string
+	PolicyFile string // written with Policy
+	Policy     string
+	Data       string // the data directory
+	LogLevel   string
+	Args       []string // more flags of shaper serve
+}
+
+// Shaper is one shaper serve of a run's with embedded JetStream, on free
+// ports.
+type Shaper struct {
+	P        *Proc
+	HTTPAddr string // host:port
+	NATSURL  string
+}
+
+// StartShaper writes the policy file and starts shaper serve with it in
+// g. It does not wait for the shaper (AwaitReady).
+func (g *Group) StartShaper(c ShaperConfig) (*Shaper, error) {
+	if err := os.WriteFile(c.PolicyFile, []byte(c.Policy), 0o644); err != nil {
+		return nil, err
+	}
+	hp, err1 := FreePort()
+	np, err2 := FreePort()
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("free ports: %v %v", err1, err2)
+	}
+	s := &Shaper{HTTPAddr: fmt.Sprintf("127.0.0.1:%d", hp), NATSURL: fmt.Sprintf("nats://127.0.0.1:%d", np)}
+	args := append([]string{"serve", "--policies", c.PolicyFile, "--http", s.HTTPAddr, "--data", c.Data,
+		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", np), "--log-level", c.LogLevel}, c.Args...)
+	var err error
+	if s.P, err = g.Start(c.Name, c.Bin, args...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// AwaitReady polls the shaper's /readyz every poll until it answers 200,
+// and returns when it first did. It fails if the shaper exits or is not
+// ready within.
+func (s *Shaper) AwaitReady(ctx context.Context, poll, within time.Duration) (time.Time, error) {
+	cl := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := cl.Get("http://" + s.HTTPAddr + "/readyz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Now(), nil
+			}
+		}
+		select {
+		case <-s.P.Done():
+			return time.Time{}, fmt.Errorf("%s exited; its log:\n%s", s.P.Name, s.P.Tail())
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(poll):
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("%s not ready within %v; its log:\n%s", s.P.Name, within, s.P.Tail())
+		}
+	}
+}
