@@ -18,8 +18,9 @@
 // state per active key — the head job read ahead of its slot, the failed
 // jobs stepped aside, the key's next slot, the jobs whose slots are still
 // held — and a heap of keys ordered by when they next need attention.
-// Scheduling is one loop: due pops every key whose time has come and turns
-// each into a step; the step runs (its I/O, without the Drainer's lock);
+// Scheduling is one loop: due pops the keys whose time has come (started,
+// no more at once than the workers can take) and turns each into a step;
+// the step runs (its I/O, without the Drainer's lock);
 // complete applies its results to the key and puts the key back in the heap
 // at its next event. A key is never in two steps at once, which keeps its
 // deliveries and events in order. Thousands of active keys cost thousands

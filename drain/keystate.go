@@ -147,13 +147,18 @@ func (k *keyState) freed(n int) (counted int) {
 	return counted
 }
 
-// headAt records m as the key's head, read at now: a fresh job, due at the
-// key's next slot, or at once when the key was idle for more than an
-// interval (its pacing has lapsed).
-func (k *keyState) headAt(m *queue.Msg, now time.Time, interval time.Duration) {
+// headAt records m as the key's head, read at now by a read due since
+// since: a fresh job, due at the key's next slot, or when the key was idle
+// for more than an interval (its pacing has lapsed) since the read fell
+// due, never before that slot. Dating it from the read, not from its
+// answer, keeps the key's place in the schedule: a key read while many
+// others wait for their reads (a start-up on a queue holding many keys)
+// delivers before the keys that fell due after it are read, instead of
+// after every one of them.
+func (k *keyState) headAt(m *queue.Msg, since, now time.Time, interval time.Duration) {
 	k.head = tried{msg: m}
 	if k.next.Before(now.Add(-interval)) {
-		k.next = now
+		k.next = maxTime(k.next, since)
 	}
 	k.wake = false
 }

@@ -169,20 +169,30 @@ func TestKeyHeadAt(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	interval := 100 * time.Millisecond
 	tests := []struct {
-		name string
-		next time.Time
-		now  time.Time
-		want time.Time
+		name  string
+		next  time.Time
+		since time.Time // when the read fell due (zero: at now)
+		now   time.Time
+		want  time.Time
 	}{
-		{"ahead of its slot", t0.Add(50 * time.Millisecond), t0, t0.Add(50 * time.Millisecond)},
-		{"behind by less than an interval: its slot", t0, t0.Add(80 * time.Millisecond), t0},
-		{"idle for longer: pacing lapsed, at once", t0, t0.Add(150 * time.Millisecond), t0.Add(150 * time.Millisecond)},
-		{"never delivered", time.Time{}, t0, t0},
+		{"ahead of its slot", t0.Add(50 * time.Millisecond), time.Time{}, t0, t0.Add(50 * time.Millisecond)},
+		{"behind by less than an interval: its slot", t0, time.Time{}, t0.Add(80 * time.Millisecond), t0},
+		{"idle for longer: pacing lapsed, at once", t0, time.Time{}, t0.Add(150 * time.Millisecond), t0.Add(150 * time.Millisecond)},
+		{"never delivered", time.Time{}, time.Time{}, t0, t0},
+		// A read that waited for a worker: due since it fell due, so the key
+		// keeps its place before the keys that fell due after it.
+		{"never delivered, read late: since the read fell due", time.Time{}, t0, t0.Add(3 * time.Second), t0},
+		{"idle, read late: since the read fell due", t0, t0.Add(time.Second), t0.Add(3 * time.Second), t0.Add(time.Second)},
+		{"idle, read fell due before the slot: the slot", t0, t0.Add(-time.Second), t0.Add(3 * time.Second), t0},
 	}
 	for _, tt := range tests {
 		k := newKeyState("k", "k")
 		k.next, k.wake = tt.next, true
-		k.headAt(&queue.Msg{Seq: 1}, tt.now, interval)
+		since := tt.since
+		if since.IsZero() {
+			since = tt.now
+		}
+		k.headAt(&queue.Msg{Seq: 1}, since, tt.now, interval)
 		due, ok := k.attemptAt()
 		if !ok || !due.Equal(tt.want) || k.wake || !k.fresh() {
 			t.Errorf("%s: attemptAt() = %v, %v, wake %v, fresh %v; want %v, true, false, true", tt.name, due.Sub(t0), ok, k.wake, k.fresh(), tt.want.Sub(t0))

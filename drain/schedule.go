@@ -18,7 +18,11 @@ func (d *Drainer) schedule(ctx context.Context) {
 		clear(steps)
 		var next time.Time
 		var ok bool
-		steps, next, ok = d.due(now, steps[:0])
+		// No more steps than the workers can take at once: a key stays in
+		// the heap, in its place, until a worker is about to be free, so a
+		// key that falls due meanwhile before it (a head just read, due
+		// since its read fell due) goes first.
+		steps, next, ok = d.due(now, steps[:0], d.cfg.Workers)
 		for _, s := range steps {
 			select {
 			case d.tasks <- s:
@@ -77,7 +81,7 @@ func (d *Drainer) Advance(ctx context.Context, now time.Time) (next time.Time, o
 		return time.Time{}, false
 	}
 	for ctx.Err() == nil {
-		steps, next, ok := d.due(now, d.drivenSteps[:0])
+		steps, next, ok := d.due(now, d.drivenSteps[:0], 0)
 		d.drivenSteps = steps
 		if len(steps) == 0 {
 			return next, ok
@@ -128,10 +132,11 @@ func (d *Drainer) drive() bool {
 	return true
 }
 
-// due pops every key whose time has come, turning each into a step
-// appended to steps, and returns when the next key falls due (ok false:
-// none is waiting).
-func (d *Drainer) due(now time.Time, steps []*step) (_ []*step, next time.Time, ok bool) {
+// due pops every key whose time has come, at most limit of them (0: no
+// limit), turning each into a step appended to steps, and returns when the
+// next key falls due (ok false: none is waiting; at or before now when
+// the limit left keys due).
+func (d *Drainer) due(now time.Time, steps []*step, limit int) (_ []*step, next time.Time, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.draining || !d.active || d.stopped || d.fenced(now) || d.fenced(d.clock.Now()) {
@@ -140,7 +145,7 @@ func (d *Drainer) due(now time.Time, steps []*step) (_ []*step, next time.Time, 
 		// when it moves.
 		return steps, time.Time{}, false
 	}
-	for d.heap.Len() > 0 && !d.heap[0].at.After(now) {
+	for d.heap.Len() > 0 && !d.heap[0].at.After(now) && (limit <= 0 || len(steps) < limit) {
 		k := heap.Pop(&d.heap).(*keyState)
 		if s := d.stepFor(k, now); s != nil {
 			steps = append(steps, s)
@@ -197,8 +202,9 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 	if len(k.pend) > 0 && (s.deliver != nil || s.deadLetter != nil || !k.pendingAt.After(now)) {
 		s.remove = append(s.remove, k.pend...)
 	}
+	s.readSince = now
 	if k.fetch && !k.fetchAt.After(now) && k.head.msg == nil {
-		s.read, s.from, s.seek = true, k.from, k.seek
+		s.read, s.from, s.seek, s.readSince = true, k.from, k.seek, k.fetchAt
 		k.fetch, k.seek = false, false
 	}
 	if s.deliver == nil && s.deadLetter == nil && len(s.remove) == 0 && !s.read {
@@ -314,6 +320,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 // heap at its next event. d.mu must be held.
 func (d *Drainer) release(k *keyState, now time.Time) {
 	k.busy = false
+	k.step.letGo()
 	if k.wake && k.head.msg == nil {
 		// A job was stored while the step ran, and the step did not read
 		// the head (it only freed slots, say): read it now, or the key would

@@ -29,6 +29,7 @@ type step struct {
 	scheduled  time.Time
 	remove     []uint64
 	read       bool
+	readSince  time.Time // when the read fell due (headAt)
 	from       uint64
 	exact      []uint64        // read the head at the first of these sequences still stored; seeking, skip these
 	seek       bool            // read the first job of the key stored from `from` on (Queue.Next)
@@ -59,6 +60,15 @@ func (s *step) reset(k *keyState) *step {
 	remove, exact, missing := s.remove[:0], s.exact[:0], s.missing[:0]
 	*s = step{k: k, remove: remove, exact: exact, missing: missing}
 	return s
+}
+
+// letGo drops s's references to the jobs it handled once its key is
+// released: a key keeps its step until its next one, and a key waiting to
+// free a delivered job's slot (a start-up's backlog delays that) would
+// otherwise keep the job's payload and headers alive too.
+func (s *step) letGo() {
+	s.deliver, s.deadLetter, s.head, s.failure, s.history = nil, nil, nil, nil, nil
+	s.delivery = Delivery{}
 }
 
 // held reports whether s's job was not handed over because a slot before
@@ -203,7 +213,7 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 	}
 	switch {
 	case s.head != nil:
-		k.headAt(s.head, now, d.pace.Interval)
+		k.headAt(s.head, s.readSince, now, d.pace.Interval)
 		if s.seek {
 			k.seekFrom = s.head.Seq + 1
 		}

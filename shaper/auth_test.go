@@ -140,9 +140,9 @@ func TestBeyondLoopbackNeedsATokenOrConsent(t *testing.T) {
 			t.Errorf("New(HTTP %s, token %q, loopback only %v) = %v", cfg.HTTPAddr, cfg.AdminToken, cfg.AdminLoopbackOnly, err)
 		}
 	}
-	s, _ := shaper.New(shaper.Config{Policies: set, HTTPAddr: "127.0.0.1:0", NATSListen: "0.0.0.0:-1", DataDir: t.TempDir()})
-	if err := s.Run(t.Context()); !errors.As(err, &ce) || ce.Field != "NATSToken" {
-		t.Errorf("Run with the embedded NATS beyond loopback and no token = %v, want a NATSToken error", err)
+	// A setting New refuses: nothing has started yet.
+	if _, err := shaper.New(shaper.Config{Policies: set, HTTPAddr: "127.0.0.1:0", NATSListen: "0.0.0.0:-1", DataDir: t.TempDir()}); !errors.As(err, &ce) || ce.Field != "NATSToken" {
+		t.Errorf("New with the embedded NATS beyond loopback and no token = %v, want a NATSToken error", err)
 	}
 }
 

@@ -41,6 +41,7 @@ var settingNames = map[string]string{
 	"NATSNKey":    "NATS NKey seed",
 	"NATSTLSCA":   "NATS TLS CA",
 	"NATSTLSCert": "NATS TLS client certificate",
+	"LeaseTTL":    "lease TTL",
 }
 
 func (e *ConfigError) Error() string {
@@ -158,16 +159,9 @@ func (s *Shaper) disconnect() {
 // any). Beyond loopback it needs a client token: it would accept anyone.
 func startEmbedded(cfg Config) (*server.Server, error) {
 	listen, dir, token := cfg.NATSListen, cfg.DataDir, cfg.NATSToken
-	host, portStr, err := net.SplitHostPort(listen)
+	host, port, err := embeddedListen(cfg)
 	if err != nil {
-		return nil, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: %w", listen, err)}
-	}
-	if token == "" && !httpapi.Loopback(host) {
-		return nil, &ConfigError{Field: "NATSToken", Err: fmt.Errorf("the embedded NATS server would listen beyond loopback (%s) without credentials: anyone reaching it could read and remove queued jobs; set a NATS token", listen)}
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: bad port", listen)}
+		return nil, err
 	}
 	store := filepath.Join(dir, "jetstream")
 	if err := os.MkdirAll(store, 0o755); err != nil {
@@ -229,4 +223,23 @@ func connectRedis(url string) (redis.UniversalClient, error) {
 	opts.ReadTimeout = 200 * time.Millisecond
 	opts.WriteTimeout = 200 * time.Millisecond
 	return redis.NewClient(opts), nil
+}
+
+// embeddedListen checks where the embedded NATS server of cfg would
+// listen, without I/O: its host and port, or a *ConfigError for a bad
+// address, or one beyond loopback without a client token (it would
+// accept anyone).
+func embeddedListen(cfg Config) (host string, port int, err error) {
+	listen := cfg.NATSListen
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: %w", listen, err)}
+	}
+	if cfg.NATSToken == "" && !httpapi.Loopback(host) {
+		return "", 0, &ConfigError{Field: "NATSToken", Err: fmt.Errorf("the embedded NATS server would listen beyond loopback (%s) without credentials: anyone reaching it could read and remove queued jobs; set a NATS token", listen)}
+	}
+	if port, err = strconv.Atoi(portStr); err != nil {
+		return "", 0, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: bad port", listen)}
+	}
+	return host, port, nil
 }

@@ -327,3 +327,13 @@ func (t *table) stop(ctx context.Context, log *slog.Logger) {
 	}
 	wg.Wait()
 }
+
+// layouts returns the policies served, with the number of partitions each
+// is drained in (cluster.Cluster.SetReady).
+func (t *table) layouts() map[string]int {
+	out := map[string]int{}
+	for _, line := range t.snapshot() {
+		out[line.name] = line.Drain.Partitions()
+	}
+	return out
+}

@@ -86,6 +86,11 @@ func New(cfg Config) (*Shaper, error) {
 	if cfg.AdminToken == "" && !cfg.AdminLoopbackOnly && !httpapi.Loopback(host) {
 		return nil, &ConfigError{Field: "AdminToken", Err: fmt.Errorf("the HTTP API listens beyond loopback (%s) and no admin token is set: anyone who can reach it could tune policies and replay or purge dead letters; set an admin token, or allow the admin routes to loopback clients only explicitly", cfg.HTTPAddr)}
 	}
+	if cfg.NATSURL == "" {
+		if _, _, err := embeddedListen(cfg); err != nil {
+			return nil, err
+		}
+	}
 	s := &Shaper{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -321,5 +326,5 @@ func (s *Shaper) readyToDrain(ctx context.Context) {
 			}
 		}
 	}
-	s.cluster.SetReady()
+	s.cluster.SetReady(s.policies.layouts)
 }

@@ -54,7 +54,7 @@ func sendCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			cfg, err := sendConfigFrom(c)
 			if err != nil {
-				return cli.Exit("producer send: "+err.Error(), cmdline.ExitUsage)
+				return cli.Exit("producer send: "+strings.TrimPrefix(err.Error(), "send: "), cmdline.ExitUsage)
 			}
 			return runSend(c.Context, cfg, c.App.Writer, c.App.ErrWriter)
 		},

@@ -219,6 +219,9 @@ func policiesCommand() *cli.Command {
 					if !p.Total.IsZero() {
 						line += ", total " + p.Total.String()
 					}
+					if n := p.Parts(); n > 1 {
+						line += fmt.Sprintf(", %d partitions", n)
+					}
 					if p.Deliver.Webhook != "" {
 						line += ", webhook " + p.Deliver.Webhook
 					} else {

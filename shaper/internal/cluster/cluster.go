@@ -75,10 +75,16 @@ type Cluster struct {
 	overrides jetstream.KeyValue
 	shapers   atomic.Int64
 	members   membersState
-	ready     atomic.Bool   // SetReady was called
-	kick      chan struct{} // SetReady's word to KeepMembership
-	drainers  drainersCache
-	me        Member // set by Claim
+	ready     atomic.Bool // SetReady was called
+	// partitioned counts the policies drained in partitions here
+	// (HoldPartitions with n > 1): only they need the ready entries, read
+	// every LeaseTTL/6; without any, the membership is read every
+	// LeaseTTL/3 and no ready entry is written.
+	partitioned atomic.Int32
+	layouts     atomic.Pointer[func() map[string]int]
+	kick        chan struct{} // SetReady's word to KeepMembership
+	drainers    drainersCache
+	me          Member // set by Claim
 }
 
 // Open creates or binds the buckets of leases, membership and overrides.
@@ -137,9 +143,17 @@ func memberKey(instance string) string {
 
 // SetReady says that this shaper serves every policy: from now on the
 // partitions of policies are shared out to it (HoldPartitions), which it
-// stands by for already.
-func (c *Cluster) SetReady() {
+// stands by for already. layouts returns the policies it serves, with
+// the number of partitions of each; it is asked again at every renewal
+// (a reload may add or remove policies).
+func (c *Cluster) SetReady(layouts func() map[string]int) {
+	c.layouts.Store(&layouts)
 	c.ready.Store(true)
+	c.wake()
+}
+
+// wake has KeepMembership write and read the membership now.
+func (c *Cluster) wake() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -147,29 +161,34 @@ func (c *Cluster) SetReady() {
 }
 
 // KeepMembership renews this shaper's member entry (made by Claim), and
-// once it is ready (SetReady) its ready entry, every LeaseTTL/3, and
-// reads the members every LeaseTTL/6, until ctx ends; then it withdraws.
+// once it is ready (SetReady) and drains a policy in partitions its ready
+// entry, every LeaseTTL/3; it reads the members every LeaseTTL/3, or every
+// LeaseTTL/6 while it drains a policy in partitions; until ctx ends, then
+// it withdraws.
 func (c *Cluster) KeepMembership(ctx context.Context) {
 	key, readyKey := memberKey(c.cfg.Instance), "ready."+c.Self()
 	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
 	defer tick.Stop()
-	var renewed time.Time
+	var renewed, read time.Time
 	wasReady := false
 	for {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
 		me, _ := json.Marshal(c.me)
 		var err error
-		ready := c.ready.Load()
+		partitioned := c.partitioned.Load() > 0
+		ready := c.ready.Load() && partitioned
 		if time.Since(renewed) >= c.cfg.LeaseTTL/3-c.cfg.LeaseTTL/12 || ready != wasReady {
 			if _, err = c.leases.Put(cctx, key, me); err == nil && ready {
-				_, err = c.leases.Put(cctx, readyKey, me)
+				v, _ := json.Marshal(readyValue{Policies: (*c.layouts.Load())()})
+				_, err = c.leases.Put(cctx, readyKey, v)
 			}
 			if err == nil {
 				renewed, wasReady = time.Now(), ready
 			}
 		}
-		if err == nil {
-			if n, err := c.readMembers(cctx); err == nil {
+		if err == nil && (partitioned || time.Since(read) >= c.cfg.LeaseTTL/3-c.cfg.LeaseTTL/12) {
+			read = time.Now()
+			if n, err := c.readMembers(cctx, partitioned); err == nil {
 				if old := c.shapers.Swap(n); old != n && old != 0 {
 					c.log.Info("shapers on the cluster changed", "shapers", n)
 				}

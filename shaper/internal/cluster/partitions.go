@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,38 +30,52 @@ import (
 // shapers that disagree for a moment both stand by for one partition, and
 // one of them holds it.
 
-// membersState is the live shapers' member ids as last read.
+// membersState is the ready shapers as last read: what each drains.
 type membersState struct {
 	mu      sync.Mutex
-	ids     []string      // sorted
-	changed chan struct{} // closed when ids changes
+	ready   map[string]map[string]int // member id → policy → partitions
+	changed chan struct{}             // closed when ready changes
+}
+
+// readyValue is what a ready entry says: the policies the shaper serves,
+// with the number of partitions its policy file gives each. Partitions of
+// a policy are shared out only over the shapers that drain it in the same
+// number of partitions.
+type readyValue struct {
+	Policies map[string]int `json:"policies"`
 }
 
 // Self returns this shaper's member id, the one Members lists for it.
 func (c *Cluster) Self() string { return strings.TrimPrefix(memberKey(c.cfg.Instance), "member.") }
 
-// Members returns the member ids of the live shapers that are ready
-// (SetReady) as last read (sorted), and a channel closed when they
-// change.
-func (c *Cluster) Members() ([]string, <-chan struct{}) {
+// Members returns the ids of the ready shapers (SetReady) that serve
+// policy in n partitions, as last read (sorted), and a channel closed when
+// the ready shapers change.
+func (c *Cluster) Members(policy string, n int) ([]string, <-chan struct{}) {
 	c.members.mu.Lock()
 	defer c.members.mu.Unlock()
 	if c.members.changed == nil {
 		c.members.changed = make(chan struct{})
 	}
-	return c.members.ids, c.members.changed
+	var ids []string
+	for id, layouts := range c.members.ready {
+		if layouts[policy] == n {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, c.members.changed
 }
 
-// setMembers records the member ids read, and reports whether they
+// setMembers records the ready shapers read, and reports whether they
 // changed.
-func (c *Cluster) setMembers(ids []string) bool {
-	slices.Sort(ids)
+func (c *Cluster) setMembers(ready map[string]map[string]int) bool {
 	c.members.mu.Lock()
 	defer c.members.mu.Unlock()
-	if slices.Equal(ids, c.members.ids) {
+	if maps.EqualFunc(ready, c.members.ready, maps.Equal) {
 		return false
 	}
-	c.members.ids = ids
+	c.members.ready = ready
 	if c.members.changed != nil {
 		close(c.members.changed)
 		c.members.changed = nil
@@ -68,22 +83,37 @@ func (c *Cluster) setMembers(ids []string) bool {
 	return true
 }
 
-// readMembers reads the member entries: it records the ids of the ready
-// shapers (Members), and returns how many shapers are alive, ready or not.
-func (c *Cluster) readMembers(ctx context.Context) (alive int64, err error) {
-	l, err := c.leases.ListKeysFiltered(ctx, "member.*", "ready.*")
+// readMembers reads the member entries, and with ready each ready entry:
+// it records the ready shapers (Members), and returns how many shapers
+// are alive, ready or not.
+func (c *Cluster) readMembers(ctx context.Context, ready bool) (alive int64, err error) {
+	filters := []string{"member.*"}
+	if ready {
+		filters = append(filters, "ready.*")
+	}
+	l, err := c.leases.ListKeysFiltered(ctx, filters...)
 	if err != nil {
 		return 0, err
 	}
-	var ids []string
+	readyOnes := map[string]map[string]int{}
 	for k := range l.Keys() {
-		if id, ok := strings.CutPrefix(k, "ready."); ok {
-			ids = append(ids, id)
-		} else {
+		id, ok := strings.CutPrefix(k, "ready.")
+		if !ok {
 			alive++
+			continue
+		}
+		e, err := c.leases.Get(ctx, k)
+		if err != nil {
+			continue // expired meanwhile
+		}
+		var v readyValue
+		if json.Unmarshal(e.Value(), &v) == nil {
+			readyOnes[id] = v.Policies
 		}
 	}
-	c.setMembers(ids)
+	if ready {
+		c.setMembers(readyOnes)
+	}
 	return alive, nil
 }
 
@@ -131,6 +161,11 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 		done   chan struct{}
 	}
 	running := make([]*holding, n)
+	if n > 1 {
+		c.partitioned.Add(1)
+		defer c.partitioned.Add(-1)
+		c.wake() // write the ready entry now
+	}
 	defer func() {
 		for _, h := range running {
 			if h != nil {
@@ -149,12 +184,12 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
 	defer tick.Stop()
 	for {
-		members, changed := c.Members()
+		members, changed := c.Members(name, n)
 		if start {
 			rctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
-			c.readMembers(rctx)
+			c.readMembers(rctx, true)
 			cancel()
-			members, changed = c.Members()
+			members, changed = c.Members(name, n)
 		}
 		mine := Assign(name, n, members, c.Self())
 		if n == 1 {
@@ -320,11 +355,13 @@ func layoutKey(policy string) string { return "layout." + policy }
 
 // checkLayout returns the number of partitions other shapers drain policy
 // name in, when it is not n, and 0 when this shaper may drain it in n:
-// the layout entry says n or nothing, and, for n > 1, no shaper of an
-// earlier release (which knows no layout entry) holds the policy's one
-// lease. It creates the entry when there is none, and renews it when keep
-// (this shaper holds partition 0). A failed read says 0: the leases
-// themselves still keep a partition with one shaper.
+// the layout entry, which shapers draining a policy in partitions keep,
+// says n or nothing, and, for n > 1, no other shaper holds the policy's
+// one lease (shapers draining it whole, of this release or an earlier
+// one, write no layout entry). For n > 1 it creates the entry when there
+// is none, and renews it when keep (this shaper holds partition 0). A
+// failed read says 0: the leases themselves still keep a partition with
+// one shaper.
 func (c *Cluster) checkLayout(ctx context.Context, name string, n int, keep bool) int {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
 	defer cancel()
@@ -335,17 +372,20 @@ func (c *Cluster) checkLayout(ctx context.Context, name string, n int, keep bool
 		if other, _ := strconv.Atoi(string(e.Value())); other != n && other > 0 {
 			return other
 		}
-		if keep {
+		if keep && n > 1 {
 			c.leases.Put(ctx, layoutKey(name), value)
 		}
 		return 0
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return 0
 	}
-	if n > 1 {
-		if e, err := c.leases.Get(ctx, name); err == nil && parseHolder(e.Value()).Instance != c.cfg.Instance {
-			return 1 // an earlier release drains the policy whole
-		}
+	if n == 1 {
+		// Shapers draining a policy whole write no layout entry: those
+		// draining it in partitions see them by the policy's one lease.
+		return 0
+	}
+	if e, err := c.leases.Get(ctx, name); err == nil && parseHolder(e.Value()).Instance != c.cfg.Instance {
+		return 1 // a shaper (maybe of an earlier release) drains the policy whole
 	}
 	c.leases.Create(ctx, layoutKey(name), value) // lost to another shaper: read at the next look
 	return 0

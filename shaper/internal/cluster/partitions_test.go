@@ -89,7 +89,7 @@ func holdParts(t *testing.T, url, instance string, n int, ttl time.Duration) (*p
 	if err := c.Claim(context.Background(), instance); err != nil {
 		t.Fatal(err)
 	}
-	c.SetReady()
+	c.SetReady(func() map[string]int { return map[string]int{"p": n} })
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { c.KeepMembership(ctx) })
@@ -143,17 +143,33 @@ func TestHoldPartitionsShareAndMove(t *testing.T) {
 }
 
 // A shaper whose policy file says another number of partitions than the
-// shapers draining the policy holds none of them until those stop.
+// shapers draining the policy holds none of them until those stop, and
+// those go on draining every partition: the newcomer is not counted when
+// they share them out.
 func TestHoldPartitionsStandsByForAnotherLayout(t *testing.T) {
-	s := testenv.NATS(t)
-	const ttl = 1500 * time.Millisecond
-	one, stopOne := holdParts(t, s.ClientURL(), "one", 1, ttl)
-	waitHeld(t, "the one-partition shaper to hold the policy", func() bool { return fmt.Sprint(one.list()) == "[0]" })
-	four, _ := holdParts(t, s.ClientURL(), "four", 4, ttl)
-	time.Sleep(2 * ttl)
-	if l := four.list(); len(l) > 0 {
-		t.Fatalf("the four-partition shaper holds %v while another drains the policy whole", l)
+	for _, first := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d then 4", first), func(t *testing.T) {
+			s := testenv.NATS(t)
+			const ttl = 1500 * time.Millisecond
+			all := func(n int) string {
+				var l []int
+				for i := range n {
+					l = append(l, i)
+				}
+				return fmt.Sprint(l)
+			}
+			old, stopOld := holdParts(t, s.ClientURL(), "old", first, ttl)
+			waitHeld(t, "the first shaper to hold every partition", func() bool { return fmt.Sprint(old.list()) == all(first) })
+			four, _ := holdParts(t, s.ClientURL(), "four", 4, ttl)
+			time.Sleep(2 * ttl)
+			if l := four.list(); len(l) > 0 {
+				t.Fatalf("the four-partition shaper holds %v while another drains the policy in %d", l, first)
+			}
+			if l := fmt.Sprint(old.list()); l != all(first) {
+				t.Fatalf("the first shaper holds %s after the other joined, want all of %s", l, all(first))
+			}
+			stopOld()
+			waitHeld(t, "the four-partition shaper to take all four once the other stopped", func() bool { return len(four.list()) == 4 })
+		})
 	}
-	stopOne()
-	waitHeld(t, "the four-partition shaper to take all four once the other stopped", func() bool { return len(four.list()) == 4 })
 }
