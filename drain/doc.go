@@ -97,7 +97,11 @@
 // Retry.Attempts failed attempts, past Retry.Deadline, or when the sink
 // returns a *GiveUpError: it is handed to DeadLetter with the reason and the
 // history of its attempts, and leaves the queue once DeadLetter returned
-// nil.
+// nil. A message in the queue that is not a job the shaper can have stored
+// (queue.Msg.Undecodable: a subject token no key encodes to, a header that
+// contradicts its subject) is dead-lettered too, with ReasonUndecodable, at
+// once and without taking a slot: its token is drained like a key's.
+// Without DeadLetter such a token is left unread.
 //
 // # Retry budget
 //

@@ -50,7 +50,9 @@ type Config struct {
 	// DeadLetter, when set, receives a job the drainer gives up on: after
 	// Pace.Retry.Attempts failed attempts (reason FailReason), past its
 	// Pace.Retry.Deadline (reason ReasonDeadline), or when the sink says so
-	// with a *GiveUpError (its Reason). The job leaves the queue only once
+	// with a *GiveUpError (its Reason); and a message of the queue that is
+	// undecodable (reason ReasonUndecodable, see queue.Msg.Undecodable),
+	// without an attempt. The job leaves the queue only once
 	// DeadLetter returned nil. Without DeadLetter failed jobs are retried
 	// for ever. It is called like OnDeliver, without the lock held.
 	DeadLetter func(ctx context.Context, m *queue.Msg, reason string, history []string) error

@@ -12,6 +12,9 @@ const (
 	ReasonDelivery = "delivery" // delivery attempts ran out
 	ReasonAttempts = "attempts" // deferral attempts ran out
 	ReasonDeadline = "deadline" // Retry.Deadline passed
+	// ReasonUndecodable: the job's message is not one the shaper stored
+	// (queue.Msg.Undecodable says why), so nobody can tell what to deliver.
+	ReasonUndecodable = "undecodable"
 )
 
 // maxHistory bounds the attempts a dead letter recounts.
@@ -139,4 +142,19 @@ func (t *tried) note(line string) {
 	if len(t.history) > maxHistory {
 		t.history = t.history[len(t.history)-maxHistory:]
 	}
+}
+
+// undecodable makes k's head, just read at now and undecodable
+// (queue.Msg.Undecodable), wait for its dead letter, at once and without
+// an attempt: it takes no slot of the key. Without Config.DeadLetter it is
+// delivered as it is (a key's token that decodes: the watch leaves the
+// others unread). d.mu must be held.
+func (d *Drainer) undecodable(k *keyState, now time.Time) {
+	if d.cfg.DeadLetter == nil {
+		return
+	}
+	t := &k.head
+	t.deadReason, t.due = ReasonUndecodable, now
+	t.note(fmt.Sprintf("%s undecodable: %s", now.UTC().Format(time.RFC3339Nano), t.msg.Undecodable))
+	d.log.Warn("drain: undecodable job in the queue: dead-lettering it", "token", k.token, "seq", t.msg.Seq, "why", t.msg.Undecodable)
 }

@@ -226,6 +226,9 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 		case s.resume:
 			k.resumeLeft = 0 // this job and the later ones were stored after activation
 		}
+		if s.head.Undecodable != "" {
+			d.undecodable(k, now)
+		}
 	case errors.Is(s.readErr, queue.ErrEmpty):
 		if s.seek {
 			// Nothing stored that the key does not know of: the depth

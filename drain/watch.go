@@ -56,7 +56,13 @@ func (d *Drainer) notice(n queue.Notice) {
 	if k == nil {
 		name, err := n.Key()
 		if err != nil {
-			return // not a job Admit stored: no key to drain it under
+			if d.cfg.DeadLetter == nil {
+				return // not a job Admit stored, and nowhere to put it: left stored
+			}
+			// Not a job Admit stored: its token is drained like a key, so
+			// that each of its jobs, read undecodable, is dead-lettered
+			// (applyRead) instead of sitting in the queue for ever.
+			name = n.Token
 		}
 		// Watch reports every job of the queue, in order, from the first:
 		// a key's state made at its first notice knows all its jobs.

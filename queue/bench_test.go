@@ -24,7 +24,7 @@ const (
 var benchPayload = bytes.Repeat([]byte("x"), 128)
 
 // BenchmarkAdmit compares queue.Admit (a synchronous JetStream publish with
-// dedupe id, expected stream and the job headers, into a DiscardNew per
+// an id of its own, so a dedupe id and the job id header, into a DiscardNew per
 // subject stream) with a raw synchronous js.Publish of the same payload to a
 // plain stream on the same server.
 func BenchmarkAdmit(b *testing.B) {

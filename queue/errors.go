@@ -20,6 +20,9 @@ var (
 	// ErrUnavailable is returned when JetStream cannot be reached or does not
 	// answer in time. It maps to HTTP 503.
 	ErrUnavailable = errors.New("queue unavailable")
+	// ErrBadID is returned by Admit for a job whose ID is not one the
+	// shaper can make (ValidJobID): read back, it would be undecodable.
+	ErrBadID = errors.New("bad job id")
 	// ErrTooLarge is returned for a payload over the configured maximum.
 	ErrTooLarge = errors.New("payload too large")
 	// ErrEmpty is returned by Next when the key has no job at or after the

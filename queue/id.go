@@ -12,6 +12,10 @@ import (
 // time keeps ids unique when a stream is deleted and created again.
 func (q *Queue) JobID(seq uint64) string { return JobID(*q.epoch.Load(), seq) }
 
+// Epoch returns the epoch of the queue's stream (EpochOf its creation
+// time), the first part of the ids JobID makes, as last read.
+func (q *Queue) Epoch() string { return *q.epoch.Load() }
+
 func (q *Queue) setEpoch(created time.Time) {
 	e := EpochOf(created)
 	q.epoch.Store(&e)

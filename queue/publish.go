@@ -13,11 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// JetStream's publish headers.
-const (
-	headerMsgID          = "Nats-Msg-Id"
-	headerExpectedStream = "Nats-Expected-Stream"
-)
+// JetStream's publish header that dedupes a message.
+const headerMsgID = "Nats-Msg-Id"
 
 // Like the jetstream package, publish retries a request that found no
 // responders (a stream leader being elected) twice, 250 ms apart.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +85,7 @@ type Queue struct {
 	stream jetstream.Stream
 	policy string
 	prefix string // "<root>.<policy>."
+	layout Layout
 	cfg    Config
 	size   atomic.Int64 // jobs a key may hold
 	limit  atomic.Int64 // the stream's MaxMsgsPerSubject (>= size)
@@ -118,6 +118,7 @@ func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, 
 		return nil, fmt.Errorf("queue: open %q: size %d must be positive", policy, size)
 	}
 	q := &Queue{js: js, policy: policy, cfg: cfg, prefix: cfg.SubjectRoot + "." + policy + ".", caughtUp: make(chan struct{})}
+	q.layout = NewLayout(cfg.StreamPrefix+policy, q.prefix, cfg.MaxPayload)
 	sc := jetstream.StreamConfig{
 		Name:                 cfg.StreamPrefix + policy,
 		Description:          "shaper queue of policy " + policy,
@@ -205,6 +206,9 @@ func (q *Queue) Policy() string { return q.policy }
 // Stream returns the name of the JetStream stream behind the queue.
 func (q *Queue) Stream() string { return q.cfg.StreamPrefix + q.policy }
 
+// Layout returns where and how the queue stores its jobs.
+func (q *Queue) Layout() Layout { return q.layout }
+
 // Size returns how many jobs a key may hold.
 func (q *Queue) Size() int { return int(q.size.Load()) }
 
@@ -248,7 +252,8 @@ type Receipt struct {
 
 // Admit stores job at the tail of its key's queue. It returns an error
 // wrapping ErrFull when the key holds Size jobs, ErrTooLarge for an oversized
-// payload, ErrBadKey for a bad key, ErrStreamFull when a stream-wide limit
+// payload, ErrBadKey for a bad key, ErrBadID for an ID that is not
+// ValidJobID, ErrStreamFull when a stream-wide limit
 // refuses it and ErrUnavailable when JetStream does not answer in time. A job
 // whose ID (or Dedupe) was stored within the duplicate window is not stored
 // again: the receipt then names the job stored first.
@@ -268,36 +273,16 @@ func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
 	return q.receipt(job.ID, seq, dup), nil
 }
 
-// message checks job and returns the message that stores it.
+// message checks job and returns the message that stores it (Layout.Message).
 func (q *Queue) message(job Job) (*nats.Msg, error) {
-	token, err := EncodeKey(job.Key)
+	m, err := q.layout.Message(job)
 	if err != nil {
-		return nil, fmt.Errorf("queue: admit: %w", err)
-	}
-	if len(job.Payload) > q.cfg.MaxPayload {
-		return nil, fmt.Errorf("queue: admit: %w: %d bytes, at most %d", ErrTooLarge, len(job.Payload), q.cfg.MaxPayload)
+		return nil, err
 	}
 	if nc := q.js.Conn(); nc.Status() != nats.CONNECTED {
 		return nil, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
 	}
-	h := JobHeader(job.Header)
-	// Header keys are written in their canonical form directly: Set would
-	// canonicalise each one again on every admission.
-	h[headerExpectedStream] = []string{q.Stream()}
-	switch {
-	case job.ID != "":
-		h[HeaderJobID] = []string{job.ID}
-		h[headerMsgID] = []string{job.ID}
-	case job.Dedupe != "":
-		h[headerMsgID] = []string{job.Dedupe}
-	}
-	if !job.EnqueuedAt.IsZero() {
-		h[HeaderEnqueuedAt] = []string{job.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
-	}
-	if job.Attempt > 1 {
-		h[HeaderAttempt] = []string{strconv.Itoa(job.Attempt)}
-	}
-	return &nats.Msg{Subject: q.prefix + token, Data: job.Payload, Header: h}, nil
+	return m, nil
 }
 
 func (q *Queue) receipt(id string, seq uint64, dup bool) Receipt {

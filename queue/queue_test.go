@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/internal/testenv"
@@ -105,8 +106,8 @@ func TestNextFIFOAndHostileKeys(t *testing.T) {
 	q, _ := open(t, 100)
 	keys := []string{"a.b", "*", ">", "a.>", "with space", "ключ", "$SYS", "a", "~YQ", strings.Repeat("z", 256)}
 	for i := range 3 {
-		for _, k := range keys {
-			if _, err := q.Admit(ctx, queue.Job{ID: fmt.Sprintf("%s/%d", k, i), Key: k, Payload: []byte(fmt.Sprint(i))}); err != nil {
+		for j, k := range keys {
+			if _, err := q.Admit(ctx, queue.Job{ID: fmt.Sprintf("k%d-%d", j, i), Key: k, Payload: []byte(fmt.Sprint(i))}); err != nil {
 				t.Fatalf("Admit(%q) = %v", k, err)
 			}
 		}
@@ -115,7 +116,7 @@ func TestNextFIFOAndHostileKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range keys {
+	for j, k := range keys {
 		if d[k] != 3 {
 			t.Errorf("depth of %q = %d, want 3 (depths %v)", k, d[k], d)
 		}
@@ -126,8 +127,8 @@ func TestNextFIFOAndHostileKeys(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Next(%q) = %v", k, err)
 			}
-			if m.Key != k || string(m.Payload) != fmt.Sprint(i) || m.ID != fmt.Sprintf("%s/%d", k, i) {
-				t.Errorf("Next(%q) #%d = key %q payload %q id %q", k, i, m.Key, m.Payload, m.ID)
+			if m.Key != k || string(m.Payload) != fmt.Sprint(i) || m.ID != fmt.Sprintf("k%d-%d", j, i) || m.Undecodable != "" {
+				t.Errorf("Next(%q) #%d = key %q payload %q id %q undecodable %q", k, i, m.Key, m.Payload, m.ID, m.Undecodable)
 			}
 			from = m.Seq + 1
 		}
@@ -206,5 +207,49 @@ func TestOpenKeepsLargerLimitOverLiveJobs(t *testing.T) {
 	d, _ := q2.Depths(ctx)
 	if d["k"] != 1 {
 		t.Errorf("depth after reopen = %d, want 1 (nothing purged)", d["k"])
+	}
+}
+
+// A message of the queue's stream that Admit cannot have stored reads back
+// with Undecodable saying why; what a producer may get wrong without harm
+// (the enqueue time, the attempt) does not make it undecodable.
+func TestUndecodable(t *testing.T) {
+	ctx := context.Background()
+	q, js := open(t, 10)
+	for _, c := range []struct {
+		token, header, value, want string
+	}{
+		{"~x", "", "", `subject token "~x" is not a key's encoding`},
+		{"a+b", "", "", `subject token "a+b" is not a key's encoding`},
+		{"k", queue.HeaderJobID, "not an id!", `Shaper-Job-Id header "not an id!" is not a job id`},
+		{"k", queue.HeaderKey, "other", `Shaper-Key header "other" is not the key of its subject token "k"`},
+		{"k", queue.HeaderKey, "k", ""},
+		{"k", queue.HeaderAttempt, "many", ""},
+		{"k", queue.HeaderEnqueuedAt, "yesterday", ""},
+	} {
+		m := &nats.Msg{Subject: q.Subject(c.token), Header: nats.Header{}}
+		if c.header != "" {
+			m.Header.Set(c.header, c.value)
+		}
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.Get(ctx, c.token, ack.Sequence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got.Undecodable, c.want) || (c.want == "") != (got.Undecodable == "") ||
+			!queue.ValidJobID(got.ID) || got.Attempt != 1 || got.EnqueuedAt.IsZero() {
+			t.Errorf("%s with %s %q: undecodable %q, id %q, attempt %d; want %q, a job id, attempt 1",
+				c.token, c.header, c.value, got.Undecodable, got.ID, got.Attempt, c.want)
+		}
+	}
+	if _, err := q.Admit(ctx, queue.Job{ID: "a/b", Key: "k"}); !errors.Is(err, queue.ErrBadID) {
+		t.Errorf("Admit with id a/b: %v, want ErrBadID", err)
+	}
+	l := q.Layout()
+	if m, err := l.Message(queue.Job{Key: "k", Payload: []byte("x")}); err != nil || m.Header != nil || m.Subject != q.Subject("k") {
+		t.Errorf("the message of a plain job: %+v, %v; want no header at all, on the key's subject", m, err)
 	}
 }

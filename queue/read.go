@@ -17,6 +17,15 @@ import (
 type Msg struct {
 	Seq   uint64 // stream sequence; pass it to Remove
 	Token string // the key's subject token
+	// Undecodable, when set, says why the message is not a job Admit can
+	// have stored, so that nobody can tell what to deliver: its subject's
+	// token is no key's encoding (Key is then ""), its Shaper-Key header
+	// names another key than its subject's, or its Shaper-Job-Id header is
+	// no job id (ID is then the id of its place, JobID). A drainer
+	// dead-letters such a job instead of delivering it. A bad
+	// Shaper-Enqueued-At or Shaper-Attempt is not undecodable: the stream's
+	// timestamp and the first attempt stand in for them.
+	Undecodable string
 	Job
 }
 
@@ -98,14 +107,28 @@ func (q *Queue) Lookup(ctx context.Context, seq uint64) (*Msg, error) {
 
 func (q *Queue) decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
 	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: data, Header: h}}
+	var bad []string
 	m.ID = h.Get(HeaderJobID)
+	if m.ID != "" && !ValidJobID(m.ID) {
+		bad = append(bad, fmt.Sprintf("its %s header %q is not a job id", HeaderJobID, clip(m.ID)))
+		m.ID = ""
+	}
 	if m.ID == "" {
 		m.ID = q.JobID(seq)
 	}
-	m.Key = h.Get(HeaderKey)
-	if m.Key == "" {
-		m.Key, _ = DecodeKey(token)
+	key, err := DecodeKey(token)
+	switch named := h.Get(HeaderKey); {
+	case err != nil:
+		bad = append(bad, fmt.Sprintf("subject token %q is not a key's encoding (%v)", token, err))
+	case named != "" && named != key && named != headerForm(key):
+		bad = append(bad, fmt.Sprintf("its %s header %q is not the key of its subject token %q", HeaderKey, clip(named), token))
+		m.Key = key
+	default:
+		m.Key = key
 	}
+	m.Undecodable = strings.Join(bad, "; ")
+	// What a producer may get wrong without harm is tolerated: a bad
+	// enqueue time is the stream's, a bad attempt the first.
 	if t, err := time.Parse(time.RFC3339Nano, h.Get(HeaderEnqueuedAt)); err == nil {
 		m.EnqueuedAt = t
 	} else {
@@ -116,6 +139,20 @@ func (q *Queue) decode(seq uint64, token string, h nats.Header, data []byte, sto
 		m.Attempt = 1
 	}
 	return m
+}
+
+// headerForm is key as a NATS header carries it: CR and LF turned into
+// spaces, white space at either end trimmed.
+func headerForm(key string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r", " ", "\n", " ").Replace(key))
+}
+
+// clip shortens a header value quoted in Msg.Undecodable.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
 }
 
 // Remove deletes the job stored at seq, freeing its key's slot. Removing a

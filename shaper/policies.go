@@ -45,6 +45,16 @@ type table struct {
 	// deadCount returns how many dead letters a policy has, from memory;
 	// set once the dead letters are open (setDeadCount).
 	deadCount func(policy string) uint64
+	// changed, when set, is told the name of a policy added, removed or
+	// changed live (the direct lane's announcements); set before use.
+	changed func(name string)
+}
+
+// notify tells t.changed that policy name changed.
+func (t *table) notify(name string) {
+	if t.changed != nil {
+		t.changed(name)
+	}
 }
 
 func newTable(file *policies.Set) *table {
@@ -61,17 +71,19 @@ func (t *table) setDeadCount(count func(policy string) uint64) {
 // add makes line the pipeline of policy name.
 func (t *table) add(name string, line *served) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.lines[name] = line
+	t.mu.Unlock()
+	t.notify(name)
 }
 
 // remove stops serving policy name and returns its pipeline (nil when it
 // had none): submissions to it are answered 404 from now on.
 func (t *table) remove(name string) *served {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	line := t.lines[name]
 	delete(t.lines, name)
+	t.mu.Unlock()
+	t.notify(name)
 	return line
 }
 
@@ -265,6 +277,7 @@ func (t *table) apply(ctx context.Context, line *served, p policies.Policy, over
 		return err
 	}
 	line.override.Store(override)
+	t.notify(p.Name)
 	if changes := policies.Diff(*old, p); len(changes) > 0 {
 		log.Info("policy changed", "policy", p.Name, "change", joinChanges(changes), "override", override)
 	}

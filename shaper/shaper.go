@@ -51,6 +51,7 @@ type Shaper struct {
 	cluster  *cluster.Cluster
 	series   *ui.Series          // the operator page's figures over the last minutes
 	recorder *recording.Recorder // shaper record's requests
+	lanes    *lanes              // the direct lane's requests and announcements
 
 	srv      *server.Server        // embedded JetStream, nil with an external one
 	nc       *nats.Conn            // nil until Run connects
@@ -98,6 +99,8 @@ func New(cfg Config) (*Shaper, error) {
 		lost:     make(chan error, 1),
 		reloads:  make(chan reloadRequest),
 	}
+	s.lanes = newLanes(s.policies.lane)
+	s.policies.changed = s.lanes.announce
 	s.handler = &handler{s: s}
 	s.series = ui.New(s.policies, ui.Config{})
 	if cfg.TracerProvider != nil {
@@ -243,6 +246,9 @@ func (s *Shaper) Run(ctx context.Context) error {
 	}
 	if err := s.recorder.Subscribe(s.nc); err != nil {
 		return abort(fmt.Errorf("shaper: recording: %w", err))
+	}
+	if err := s.lanes.subscribe(s.nc, s.policies.names()); err != nil {
+		return abort(fmt.Errorf("shaper: direct lane: %w", err))
 	}
 	s.background.Go(func() { s.recorder.Run(runCtx) })
 	s.serving.Store(true)

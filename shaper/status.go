@@ -42,8 +42,13 @@ type PolicyStatus struct {
 	// their path in the policy file ("retry.attempts"; "admit" when it is
 	// off); the others are the file's.
 	Overridden []string `json:"overridden,omitempty"`
-	Draining   bool     `json:"draining"`  // this shaper holds the policy's drain lease (of one partition at least)
-	InFlight   int      `json:"in_flight"` // deliveries in progress
+	// DirectLane says producers may publish the policy's jobs straight
+	// into its queue stream (client.Direct); DirectLaneRefused says why
+	// not, when they may not.
+	DirectLane        bool   `json:"direct_lane"`
+	DirectLaneRefused string `json:"direct_lane_refused,omitempty"`
+	Draining          bool   `json:"draining"`  // this shaper holds the policy's drain lease (of one partition at least)
+	InFlight          int    `json:"in_flight"` // deliveries in progress
 	// Partitions is how many partitions the policy is drained in, and
 	// DrainingPartitions those this shaper drains (Policy.Partitions).
 	Partitions         int   `json:"partitions"`
@@ -103,6 +108,7 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 		InFlight:    ds.InFlight,
 		Partitions:  line.Drain.Partitions(),
 	}
+	st.DirectLane, st.DirectLaneRefused = line.Gate.DirectLane()
 	st.DrainingPartitions = append([]int{}, line.Drain.ActiveParts()...)
 	t.mu.RLock()
 	deadCount := t.deadCount

@@ -17,7 +17,7 @@ func deadCommand() *cli.Command {
 	filters := append(apiFlags(),
 		&cli.StringFlag{Name: "policy", Usage: "only this policy"},
 		&cli.StringFlag{Name: "key", Usage: "only this key"},
-		&cli.StringFlag{Name: "reason", Usage: "only this reason: attempts, deadline or delivery"},
+		&cli.StringFlag{Name: "reason", Usage: "only this reason: attempts, deadline, delivery or undecodable"},
 	)
 	return &cli.Command{
 		Name:  "dead",

@@ -151,8 +151,8 @@ type Job struct {
 	Attempts int `json:"delivery_attempts,omitempty"`
 	// NextTry is when a deferred or failing job is tried again.
 	NextTry time.Time `json:"next_try,omitzero"`
-	// Reason is why a dead (or replayed) job died: attempts, deadline or
-	// delivery.
+	// Reason is why a dead (or replayed) job died: attempts, deadline,
+	// delivery or undecodable.
 	Reason string `json:"reason,omitempty"`
 	// LastError is the last failure.
 	LastError string `json:"last_error,omitempty"`
@@ -211,6 +211,11 @@ type Policy struct {
 	// fields are the file's.
 	Override   bool     `json:"override"`
 	Overridden []string `json:"overridden,omitempty"`
+	// DirectLane says producers may publish the policy's jobs straight
+	// into its queue stream (Direct): its admission does nothing a store
+	// does not. DirectLaneRefused says why not, when they may not.
+	DirectLane        bool   `json:"direct_lane"`
+	DirectLaneRefused string `json:"direct_lane_refused,omitempty"`
 	// Draining says the answering shaper holds the policy's drain lease;
 	// InFlight is how many of its deliveries are in progress.
 	Draining bool `json:"draining"`
@@ -247,7 +252,8 @@ type DeadLetter struct {
 	Key    string `json:"key"`
 	// ID is the job's id.
 	ID string `json:"id"`
-	// Reason is attempts, deadline or delivery.
+	// Reason is attempts, deadline, delivery or undecodable (a message in
+	// the queue that is no job the shaper can have stored; History says why).
 	Reason string `json:"reason"`
 	// From is where the job died: "queue" or "deferred".
 	From string `json:"from"`
@@ -296,7 +302,8 @@ type DeadResult struct {
 // DeadFilter selects dead letters; its zero value selects every dead letter
 // of every policy.
 type DeadFilter struct {
-	// Policy, Key and Reason (attempts, deadline or delivery) select when set.
+	// Policy, Key and Reason (attempts, deadline, delivery or undecodable)
+	// select when set.
 	Policy string
 	Key    string
 	Reason string
@@ -307,6 +314,40 @@ type DeadFilter struct {
 	// After is where a listing goes on: the Next of the page before ("",
 	// the first page). Replay and purge ignore it.
 	After string
+}
+
+// DefaultLaneSubject is the root of the direct lane's subjects: a request
+// to <root>.<policy> is answered by a shaper with the policy's Lane, and
+// every shaper publishes it again on <root>.<policy>.state when it changes.
+const DefaultLaneSubject = "shaper.lane"
+
+// Lane says whether and where a producer may publish a policy's jobs
+// straight into its queue stream (Direct): the answer to a request to
+// <DefaultLaneSubject>.<policy>.
+type Lane struct {
+	Policy string `json:"policy"`
+	// Open says the lane may be used: the policy's admission does nothing
+	// that storing the job does not (no admit: limit, no overflow: defer,
+	// no queue size lowered below its stream's limit). Refused says why
+	// not, when it is closed.
+	Open    bool   `json:"open"`
+	Refused string `json:"refused,omitempty"`
+	// Code is 200, or 404 for a policy the shaper does not serve.
+	Code int `json:"code"`
+	// Stream is the policy's queue stream; the jobs of the key with token
+	// t (queue.EncodeKey) are stored on Subject+t.
+	Stream  string `json:"stream,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	// Epoch is the stream's epoch, the first part of the id of a job
+	// stored at a sequence (queue.JobID).
+	Epoch string `json:"epoch,omitempty"`
+	// MaxPayload is the largest payload the shaper takes, in bytes; Queue
+	// how many jobs a key holds.
+	MaxPayload int `json:"max_payload,omitempty"`
+	Queue      int `json:"queue,omitempty"`
+	// FullRetryAfterMs is the RetryAfter of a job the lane finds its key
+	// full for: the policy's outflow interval, in milliseconds (at least 1).
+	FullRetryAfterMs int64 `json:"full_retry_after_ms,omitempty"`
 }
 
 // Health is the answer to GET /healthz.

@@ -38,6 +38,16 @@
 // answered with an error. Give an idempotency key with it, so that a job
 // is stored once however often it is sent.
 //
+// # The direct lane
+//
+// Direct publishes a policy's jobs straight into its queue stream with
+// JetStream's async publish and its per-key limit, for producers that need
+// raw speed, where the shapers say that skipping their admission changes
+// no outcome (no admit: limit, no overflow: defer): NewDirect,
+// Direct.Publish and Ack.Result, or Direct.Submit. A closed lane is
+// ErrLaneClosed; submit through the shaper then. See docs/api.md, "The
+// direct lane".
+//
 // # Operating
 //
 // Client also reads a job's status (Job), the policies with their live
@@ -68,6 +78,6 @@
 // strings. The header and subject names are constants (HeaderKey, …,
 // DefaultSubmitSubject); the delivery headers are package queue's.
 //
-// Client and NATS are safe for concurrent use. This package does not
+// Client, NATS and Direct are safe for concurrent use. This package does not
 // import package shaper, so the server can use its types.
 package client

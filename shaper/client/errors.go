@@ -52,7 +52,13 @@ type Error struct {
 
 	op          string // "PUT /v1/policies/p", "request shaper.submit.p.k"
 	policyRoute bool   // a 404 means an unknown policy
+	cause       error  // what failed on the client's side (the direct lane's JetStream error), or nil
 }
+
+// Unwrap returns what failed on the client's side, when the error is not
+// the shaper's answer but stands for it (Direct: JetStream's error, with
+// the status the shaper would have answered); nil otherwise.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Error returns "client: <request>: <code> <text>: <detail>".
 func (e *Error) Error() string {

@@ -2,8 +2,6 @@ package admission
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -158,13 +156,7 @@ type Request struct {
 // dedupeID returns the Nats-Msg-Id of a request with an Idempotency-Key:
 // the same for every retry of the same submission, so the store's dedupe
 // makes retries idempotent. Without one it is "".
-func dedupeID(policy string, r Request) string {
-	if r.Idempotency == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(policy + "\x00" + r.Key + "\x00" + r.Idempotency))
-	return "i" + hex.EncodeToString(sum[:12])
-}
+func dedupeID(policy string, r Request) string { return queue.DedupeID(policy, r.Key, r.Idempotency) }
 
 // Outcome is what became of a job offered to a Gate.
 type Outcome uint8

@@ -39,7 +39,7 @@ type Letter struct {
 }
 
 // reasons are the reasons a job is dead-lettered with.
-var reasons = []string{drain.ReasonAttempts, drain.ReasonDeadline, drain.ReasonDelivery}
+var reasons = []string{drain.ReasonAttempts, drain.ReasonDeadline, drain.ReasonDelivery, drain.ReasonUndecodable}
 
 // filter selects dead letters.
 type filter struct {
@@ -339,7 +339,7 @@ func (s *Store) filterOf(w http.ResponseWriter, r *http.Request) (filter, bool) 
 		return bad(http.StatusNotFound, httpapi.UnknownPolicy(f.policy, s.cfg.Policies()))
 	}
 	if f.reason != "" && !slices.Contains(reasons, f.reason) {
-		return bad(http.StatusBadRequest, "reason "+httpapi.Quote(f.reason)+": want attempts, deadline or delivery")
+		return bad(http.StatusBadRequest, "reason "+httpapi.Quote(f.reason)+": want attempts, deadline, delivery or undecodable")
 	}
 	if f.key != "" {
 		tok, err := queue.EncodeKey(f.key)
