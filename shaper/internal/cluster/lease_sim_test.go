@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The simulated shapers and bucket of lease_property_test.go: how a
+// The simulation of lease_property_test.go: how a run goes, how a
 // shaper acts on its machine's actions, how the bucket answers, and what
 // the checks read of a run.
 
