@@ -265,13 +265,34 @@ func runTune(c *cli.Context) error {
 }
 
 // applyTuning tunes policy p of the running shaper to the values tune
-// varies.
+// varies, changing only those that differ from the running ones: a field
+// left as it is stays the policy file's, and follows the file's later
+// edits.
 func applyTuning(c *cli.Context, p policies.Policy) error {
 	api, err := apiClient(c, time.Minute)
 	if err != nil {
 		return fmt.Errorf("tune: %w", err)
 	}
-	live, err := api.SetPolicy(c.Context, p.Name, client.PolicyChange{Outflow: policies.Value(p.Outflow), Queue: policies.Value(p.Queue), Total: policies.Value(p.Total)})
+	running, err := api.Policy(c.Context, p.Name)
+	if err != nil {
+		return fmt.Errorf("tune: --apply: %w", apiError(err))
+	}
+	var change client.PolicyChange
+	if p.Outflow != running.Outflow {
+		change.Outflow = policies.Value(p.Outflow)
+	}
+	if p.Queue != running.Queue {
+		change.Queue = policies.Value(p.Queue)
+	}
+	if p.Total != running.Total {
+		change.Total = policies.Value(p.Total)
+	}
+	if change.IsEmpty() {
+		fmt.Fprint(c.App.Writer, "nothing to apply, the shaper runs the recommendation: ")
+		showPolicy(c, running)
+		return nil
+	}
+	live, err := api.SetPolicy(c.Context, p.Name, change)
 	if err != nil {
 		return fmt.Errorf("tune: --apply: %w", apiError(err))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +209,15 @@ func TestTuneApply(t *testing.T) {
 	}
 	if !strings.Contains(out, "applied: orders: outflow "+p.Outflow.String()) || p.Outflow.String() != "8/s" || !p.Override {
 		t.Errorf("after --apply the shaper's policy is %s, queue %d (override %v); output:\n%s", p.Outflow, p.Queue, p.Override, out)
+	}
+	// Only what differs is overridden: the total (none in both) stays the file's.
+	if slices.Contains(p.Overridden, "total") || !slices.Contains(p.Overridden, "outflow") {
+		t.Errorf("--apply overrode %v, want the fields that changed only", p.Overridden)
+	}
+	out, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--max-reject", "5%",
+		"--outflow", "2/s,8/s", "--queue", "10,40", "--apply", "--http", s.HTTPAddr(), "--admin-token", "secret")
+	if err != nil || !strings.Contains(out, "nothing to apply") {
+		t.Errorf("--apply again: %v, output:\n%s\nwant nothing to apply", err, out)
 	}
 	_, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--apply", "--http", s.HTTPAddr())
 	if err == nil || !strings.Contains(err.Error(), "admin-token") {
