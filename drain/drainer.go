@@ -141,7 +141,7 @@ type Drainer struct {
 	retriesDeferred uint64             // due retries that gave their slot to a fresh job
 	activation      uint64             // activations so far
 	resumeUpTo      uint64             // the queue's last sequence at the activation (0: not asked yet)
-	idle            chan struct{}      // closed when draining and nothing is in flight
+	idle            chan struct{}      // made by waitIdle, closed when nothing is in flight
 	mode            runMode            // how steps run: modeNone until Start or Advance
 	stopped         bool               // Stop was called: nothing more is due
 	cancel          context.CancelFunc // ends the watch, and the goroutines of Start
@@ -205,7 +205,6 @@ func New(q Queue, sink Sink, pace Pace, cfg Config) *Drainer {
 		policy:     q.Policy(),
 		log:        cfg.Logger.With("policy", q.Policy()),
 		keys:       make(map[string]*keyState),
-		idle:       make(chan struct{}),
 		kick:       make(chan struct{}, 1),
 		tasks:      make(chan *step, cfg.Workers),
 	}
@@ -305,34 +304,14 @@ func (d *Drainer) Drain(ctx context.Context) error {
 	d.drainOnce.Do(func() {
 		d.mu.Lock()
 		d.draining = true
-		if d.inflight == 0 {
-			close(d.idle)
-		}
 		d.mu.Unlock()
 	})
-	var errs []error
-	select {
-	case <-d.idle:
-	case <-ctx.Done():
-		errs = append(errs, ctx.Err())
-	}
-	d.mu.Lock()
-	var pend []uint64
-	for _, k := range d.keys {
-		pend = append(pend, k.pend...)
-	}
-	d.mu.Unlock()
+	err := d.waitIdle(ctx)
 	// Free the slots of delivered jobs even when ctx ran out: otherwise a
 	// restart delivers them again.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	for _, seq := range pend {
-		if err := d.q.Remove(rctx, seq); err != nil {
-			errs = append(errs, err)
-			break
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(err, d.freeDelivered(rctx))
 }
 
 // Stop ends the Drainer at once and waits for its goroutines. A delivery cut

@@ -60,12 +60,10 @@ func (h *hub) register(i int, fn func(queue.Notice)) bool {
 }
 
 // dispatch tells the partition of n's key of it. The queue's watch calls
-// it one notice at a time, in order.
+// it one notice at a time, in order; it starts once every partition has
+// registered, so h.fns no longer changes.
 func (h *hub) dispatch(n queue.Notice) {
-	h.mu.Lock()
-	fn := h.fns[PartitionOf(n.Token, h.n)]
-	h.mu.Unlock()
-	fn(n)
+	h.fns[PartitionOf(n.Token, h.n)](n)
 	h.mu.Lock()
 	if n.Seq > h.seen {
 		h.seen = n.Seq

@@ -17,19 +17,37 @@ import (
 // next drainer (which delivers their jobs again, as after a crash).
 func (d *Drainer) Release(ctx context.Context) error {
 	d.SetActive(false)
-	for {
-		d.mu.Lock()
-		busy := d.inflight
-		d.mu.Unlock()
-		if busy == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := d.waitIdle(ctx); err != nil {
+		return err
 	}
+	return d.freeDelivered(ctx)
+}
+
+// waitIdle waits until no step is in flight, or ctx ends. Callers make
+// sure none starts meanwhile (Drain, an inactive Drainer).
+func (d *Drainer) waitIdle(ctx context.Context) error {
+	d.mu.Lock()
+	if d.inflight == 0 {
+		d.mu.Unlock()
+		return nil
+	}
+	if d.idle == nil {
+		d.idle = make(chan struct{})
+	}
+	idle := d.idle
+	d.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// freeDelivered removes the jobs delivered whose slots are still held,
+// and records their slots freed, unless their key was taken up again
+// meanwhile (an activation: its own steps free them).
+func (d *Drainer) freeDelivered(ctx context.Context) error {
 	d.mu.Lock()
 	var keys []*keyState
 	var seqs []uint64
@@ -47,8 +65,8 @@ func (d *Drainer) Release(ctx context.Context) error {
 	defer d.mu.Unlock()
 	now := d.clock.Now()
 	for _, k := range keys {
-		if k.busy || d.active {
-			continue // taken again meanwhile: its own steps free its slots
+		if k.busy || d.active && !d.draining {
+			continue
 		}
 		if n := k.freed(len(k.pend)); n > 0 {
 			d.queued -= int64(n)

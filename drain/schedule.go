@@ -331,12 +331,9 @@ func (d *Drainer) release(k *keyState, now time.Time) {
 		}
 	}
 	d.inflight--
-	if d.draining && d.inflight == 0 {
-		select {
-		case <-d.idle:
-		default:
-			close(d.idle)
-		}
+	if d.inflight == 0 && d.idle != nil {
+		close(d.idle) // waitIdle's waiters
+		d.idle = nil
 	}
 	d.place(k, now)
 	d.wakeScheduler()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/shaper-dev/shaper/policies"
@@ -160,29 +159,21 @@ func (s *Shaper) reportShutdown() (stop func()) {
 // the next holder. Renewals of a holding only move its bound on.
 func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) func(i int, holding bool, until time.Time) {
 	n := line.Drain.Partitions()
-	var mu sync.Mutex
-	held := make([]bool, n)
+	// Each partition's lease calls from a goroutine of its own, so whether
+	// it was held is its drainer's state.
 	return func(i int, holding bool, until time.Time) {
-		mu.Lock()
-		was := held[i]
-		held[i] = holding
-		mu.Unlock()
 		lease := cluster.PartitionLease(name, i, n)
-		switch {
-		case holding && !was:
-			if last := s.cluster.Handover(ctx, lease); len(last) > 0 {
-				line.Drain.Part(i).KeepPace(last)
-			}
-			line.SetPartition(i, true, until)
-		case holding:
-			line.Drain.HoldUntil(i, until)
-			if i == 0 {
-				line.DeferDrain.HoldUntil(until)
-			}
-		default:
+		if !holding {
 			line.SetPartition(i, false, until)
 			since := time.Now().Add(-line.Policy().Outflow.Interval())
 			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, line.Drain.Part(i).LastStarts(since))
+			return
 		}
+		if !line.Drain.Part(i).Active() { // taken, not renewed
+			if last := s.cluster.Handover(ctx, lease); len(last) > 0 {
+				line.Drain.Part(i).KeepPace(last)
+			}
+		}
+		line.SetPartition(i, true, until)
 	}
 }

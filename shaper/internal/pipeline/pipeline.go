@@ -188,22 +188,6 @@ func (l *Pipeline) Start(ctx context.Context) {
 	l.DeferDrain.Start(ctx)
 }
 
-// SetActive starts (true) or stops (false) the deliveries of every
-// partition and the re-admissions.
-func (l *Pipeline) SetActive(on bool) {
-	l.Drain.SetAllActive(on)
-	l.DeferDrain.SetActive(on)
-}
-
-// HoldUntil bounds the deliveries of every partition and the re-admissions
-// (drain.Drainer.HoldUntil); the zero time removes the bound.
-func (l *Pipeline) HoldUntil(until time.Time) {
-	for i := range l.Drain.Partitions() {
-		l.Drain.HoldUntil(i, until)
-	}
-	l.DeferDrain.HoldUntil(until)
-}
-
 // SetPartition says that this shaper holds (until the end of its holding)
 // or no longer holds partition i's drain lease: the bound first, then the
 // deliveries start; or they stop, the steps in flight end and the slots
