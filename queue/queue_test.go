@@ -253,3 +253,29 @@ func TestUndecodable(t *testing.T) {
 		t.Errorf("the message of a plain job: %+v, %v; want no header at all, on the key's subject", m, err)
 	}
 }
+
+// A watch started on a stream that jobs keep arriving at catches up once
+// it has reported the jobs stored when it started, though it may never
+// see nothing pending.
+func TestWatchCaughtUpUnderSteadyFlow(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q, _ := open(t, 100000)
+	for i := range 2000 {
+		q.AdmitAsync(queue.Job{ID: fmt.Sprintf("before-%d", i), Key: fmt.Sprintf("k%d", i%50)})
+	}
+	if _, err := q.Admit(ctx, queue.Job{ID: "last-before", Key: "k0"}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // a steady flow, never pausing
+		for i := 0; ctx.Err() == nil; i++ {
+			q.Admit(ctx, queue.Job{ID: fmt.Sprintf("after-%d", i), Key: fmt.Sprintf("k%d", i%50)})
+		}
+	}()
+	go q.Watch(ctx, func(queue.Notice) { time.Sleep(20 * time.Microsecond) }) // a watcher a little slower than the flow
+	select {
+	case <-q.WatchCaughtUp():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch never said it caught up under a steady flow")
+	}
+}

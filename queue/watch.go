@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -39,7 +40,11 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 		floor    uint64    // no job up to here is waiting to be reported
 		progress time.Time // when last changed, or floor was raised
 	)
-	handler := func(g int) func(jetstream.Msg) {
+	// A watch has caught up once it reported the job at the stream's last
+	// sequence when its consumer started (caughtUpAt), or a job after which
+	// nothing is pending: under a steady flow of new jobs nothing pending
+	// may never be seen.
+	handler := func(g int, caughtUpAt uint64) func(jetstream.Msg) {
 		return func(m jetstream.Msg) {
 			md, err := m.Metadata()
 			if err != nil {
@@ -54,7 +59,7 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 			if token := q.Token(m.Subject()); token != "" {
 				fn(Notice{Token: token, Seq: md.Sequence.Stream})
 			}
-			if md.NumPending == 0 {
+			if md.NumPending == 0 || md.Sequence.Stream >= caughtUpAt {
 				q.markCaughtUp()
 			}
 		}
@@ -93,7 +98,11 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 		if err != nil {
 			continue
 		}
-		cc, err := cons.Consume(handler(g))
+		caughtUpAt := before
+		if caughtUpAt == 0 {
+			caughtUpAt = math.MaxUint64 // empty, or unknown: nothing pending says it
+		}
+		cc, err := cons.Consume(handler(g, caughtUpAt))
 		if err != nil {
 			continue
 		}
