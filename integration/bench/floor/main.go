@@ -58,6 +58,7 @@ type config struct {
 	partitions, workers        int
 	fetchers, batch            int
 	noAwait                    bool
+	profile                    string
 	natsBin                    string
 	benchkit.Common
 }
@@ -84,11 +85,17 @@ func main() {
 	fs.IntVar(&cfg.fetchers, "fetchers", 32, "the floor worker's fetches in flight (so deliveries in flight)")
 	fs.IntVar(&cfg.batch, "batch", 256, "the floor worker's messages per fetch")
 	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited")
+	fs.StringVar(&cfg.profile, "profile", "", "write a CPU profile of the shaper over the paced run's measurement to DIR/paced.cpu.pprof")
 	fs.StringVar(&cfg.natsBin, "nats-server-bin", "", "a nats-server binary to use instead of building the module's")
 	cfg.AddFlags(fs, "builds")
 	fs.Parse(os.Args[1:])
 	benchkit.Main("floor", &cfg.Common, cfg.check, func(ctx context.Context, env benchkit.Env) error {
 		b := &bench{cfg: cfg, dir: env.Dir, g: env.Group, logf: env.Logf, nats: cfg.natsBin, shaper: cfg.ShaperBin}
+		if cfg.profile != "" {
+			if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
+				return err
+			}
+		}
 		var err error
 		if b.self, err = os.Executable(); err != nil {
 			return err

@@ -358,8 +358,19 @@ func (b *bench) shaperPaced(ctx context.Context) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
+	profiled := make(chan error, 1)
+	if cfg.profile != "" {
+		file := filepath.Join(cfg.profile, "paced.cpu.pprof")
+		secs := max(1, int(cfg.pacedDuration.Seconds()))
+		go func() { profiled <- s.Profile(ctx, fmt.Sprintf("profile?seconds=%d", secs), file) }()
+	} else {
+		profiled <- nil
+	}
 	if err := sleep(ctx, cfg.pacedDuration); err != nil {
 		return row{}, err
+	}
+	if err := <-profiled; err != nil {
+		return row{}, fmt.Errorf("shaper, paced: profile: %w", err)
 	}
 	n1, d1, c1, t1, err := mark()
 	if err != nil {

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -114,7 +111,7 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 		r.profile = filepath.Join(b.cfg.profile, fmt.Sprintf("startup-%d.pprof", n))
 		prof = make(chan error, 1)
 		go func() {
-			prof <- pprof(ctx, s, fmt.Sprintf("profile?seconds=%d", b.cfg.profileSecs), r.profile)
+			prof <- s.Profile(ctx, fmt.Sprintf("profile?seconds=%d", b.cfg.profileSecs), r.profile)
 		}()
 	}
 	if err := c.await(ctx, s.P, c.reached, benchkit.Phase(n)); err != nil {
@@ -122,7 +119,7 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 	}
 	if b.cfg.profile != "" {
 		r.heap = filepath.Join(b.cfg.profile, fmt.Sprintf("startup-%d.heap.pprof", n))
-		if err := pprof(ctx, s, "heap", r.heap); err != nil {
+		if err := s.Profile(ctx, "heap", r.heap); err != nil {
 			return r, fmt.Errorf("heap profile: %w", err)
 		}
 	}
@@ -155,28 +152,6 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 		r.all, r.tenth, r.half = 0, 0, 0
 	}
 	return r, nil
-}
-
-// pprof writes the /debug/pprof/<what> of shaper s to file.
-func pprof(ctx context.Context, s *benchkit.Shaper, what, file string) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/%s", s.HTTPAddr, what)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
-	}
-	return os.WriteFile(file, body, 0o644)
 }
 
 // fill starts a shaper serving another policy on data, stores one job on

@@ -87,3 +87,26 @@ func (s *Shaper) AwaitReady(ctx context.Context, poll, within time.Duration) (ti
 		}
 	}
 }
+
+// Profile writes the shaper's /debug/pprof/<what> (served to loopback
+// without a token) to file: "profile?seconds=N" for a CPU profile, "heap".
+func (s *Shaper) Profile(ctx context.Context, what, file string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/%s", s.HTTPAddr, what)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return os.WriteFile(file, body, 0o644)
+}
