@@ -14,6 +14,10 @@
 //     consumer as a NATS request, waiting for the reply, then acking with
 //     the server's confirmation (a double ack); and the same with acks not
 //     awaited (-no-await=false skips it). Server side: nats-server + worker.
+//     Then the floor paced: the same worker handing messages off at the
+//     paced run's rate (-paced-keys × -paced-rate a second, evenly spread,
+//     acks confirmed), measured like the shaper's paced row: what a plain
+//     pull consumer pays per delivery when hand-offs come one at a time.
 //  2. The shaper, unpaced: shaper serve with embedded JetStream, a policy
 //     whose outflow (1000/s per key) does not bind, -jobs jobs over -keys
 //     keys admitted over HTTP. Server side: the shaper process.
@@ -85,7 +89,7 @@ func main() {
 	fs.IntVar(&cfg.fetchers, "fetchers", 32, "the floor worker's fetches in flight (so deliveries in flight)")
 	fs.IntVar(&cfg.batch, "batch", 256, "the floor worker's messages per fetch")
 	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited")
-	fs.StringVar(&cfg.profile, "profile", "", "write a CPU profile of the shaper over the paced run's measurement to DIR/paced.cpu.pprof")
+	fs.StringVar(&cfg.profile, "profile", "", "write a CPU profile of the shaper over its paced run's measurement to DIR/paced.cpu.pprof")
 	fs.StringVar(&cfg.natsBin, "nats-server-bin", "", "a nats-server binary to use instead of building the module's")
 	cfg.AddFlags(fs, "builds")
 	fs.Parse(os.Args[1:])
@@ -149,9 +153,15 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 		b.logf("%s: %.0f deliveries/s", r.what, r.rate())
 		rows = append(rows, r)
 	}
+	r, err := b.floorPaced(ctx, ns, url, js, "floorp")
+	if err != nil {
+		return fmt.Errorf("floor, paced: %w", err)
+	}
+	b.logf("%s: %.0f deliveries/s", r.what, r.rate())
+	rows = append(rows, r)
 	nc.Close()
 	ns.Stop(10 * time.Second)
-	r, err := b.shaperUnpaced(ctx)
+	r, err = b.shaperUnpaced(ctx)
 	if err != nil {
 		return fmt.Errorf("shaper, unpaced: %w", err)
 	}

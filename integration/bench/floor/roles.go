@@ -72,6 +72,7 @@ func runWorker(args []string) error {
 	await := fs.Bool("await-ack", true, "wait for the server to confirm each ack")
 	fetchers := fs.Int("fetchers", 32, "fetches (and so deliveries) in flight")
 	batch := fs.Int("batch", 256, "messages per fetch")
+	rate := fs.Int("rate", 0, "hand-offs a second, evenly spaced, over all fetches (0: as fast as it can)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,6 +110,9 @@ func runWorker(args []string) error {
 	case <-ctx.Done():
 		return nil
 	}
+	if *rate > 0 {
+		return w.paced(ctx, cons, *rate, *fetchers, *batch)
+	}
 	var wg sync.WaitGroup
 	for range *fetchers {
 		wg.Go(func() {
@@ -131,6 +135,43 @@ func runWorker(args []string) error {
 	<-ctx.Done()
 	nc.Close() // ends the fetches
 	wg.Wait()
+	return nil
+}
+
+// paced hands messages over at rate a second: one fetch at a time of
+// batch messages, the n-th started once n/rate seconds have passed (checked
+// every millisecond: a Go timer wakes no finer on Linux), at most inFlight
+// awaiting their reply and ack at once.
+func (w *worker) paced(ctx context.Context, cons jetstream.Consumer, rate, inFlight, batch int) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	start, released := time.Now(), 0
+	slots := make(chan struct{}, inFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		b, err := cons.Fetch(batch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			log.Printf("worker: fetch: %v", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for m := range b.Messages() {
+			for float64(released) >= time.Since(start).Seconds()*float64(rate) {
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			released++
+			slots <- struct{}{}
+			wg.Go(func() {
+				w.deliver(ctx, m)
+				<-slots
+			})
+		}
+	}
 	return nil
 }
 

@@ -117,30 +117,10 @@ func (b *bench) unpaced(ctx context.Context, what string, c, release *benchkit.P
 // of its own on the standalone nats-server, delivered by the worker role.
 func (b *bench) floor(ctx context.Context, ns *benchkit.Proc, url string, js jetstream.JetStream, name string, await bool) (row, error) {
 	cfg := b.cfg
-	in, out := name+".q", name+".out"
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:      strings.ToUpper(name),
-		Subjects:  []string{in + ".>"},
-		Retention: jetstream.WorkQueuePolicy,
-		Storage:   jetstream.FileStorage,
-	})
-	if err != nil {
-		return row{}, fmt.Errorf("stream: %w", err)
+	if err := b.preload(ctx, js, name, cfg.jobs, cfg.keys); err != nil {
+		return row{}, err
 	}
-	payload := bytes.Repeat([]byte("x"), cfg.payload)
-	for j := range cfg.jobs {
-		if _, err := js.PublishAsync(fmt.Sprintf("%s.k%d", in, j%cfg.keys), payload, jetstream.WithStallWait(10*time.Second)); err != nil {
-			return row{}, fmt.Errorf("preload: %w", err)
-		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(benchkit.Phase(cfg.jobs)):
-		return row{}, fmt.Errorf("preload: %d publishes not acknowledged", js.PublishAsyncPending())
-	case <-ctx.Done():
-		return row{}, ctx.Err()
-	}
-	c, err := b.startConsumer(ctx, name+"-consumer", url, out+".>", cfg.jobs)
+	c, err := b.startConsumer(ctx, name+"-consumer", url, name+".out.>", cfg.jobs)
 	if err != nil {
 		return row{}, err
 	}
@@ -148,22 +128,89 @@ func (b *bench) floor(ctx context.Context, ns *benchkit.Proc, url string, js jet
 	if err := c.Send("go"); err != nil { // the worker holds the pipeline instead
 		return row{}, err
 	}
-	w, err := b.g.StartRole(name+"-worker", b.self, roleWorker, "-nats-url", url, "-stream", strings.ToUpper(name),
-		"-in", in, "-out", out, "-await-ack="+strconv.FormatBool(await),
-		"-fetchers", strconv.Itoa(cfg.fetchers), "-batch", strconv.Itoa(cfg.batch))
+	w, err := b.startWorker(ctx, name, url, await, 0)
 	if err != nil {
 		return row{}, err
 	}
 	defer w.Stop(5 * time.Second)
-	if _, err := w.Expect(ctx, "ready", time.Minute); err != nil {
-		return row{}, err
-	}
 	acks := "acks confirmed"
 	if !await {
 		acks = "acks not awaited"
 	}
 	what := fmt.Sprintf("floor: JetStream work-queue pull consumer, batches of %d, %d in flight, %s", cfg.batch, cfg.fetchers, acks)
 	return b.unpaced(ctx, what, c, w, []*benchkit.Proc{ns, w}, cfg.jobs)
+}
+
+// floorPaced measures the NATS floor handing off at the paced run's rate
+// (-paced-keys × -paced-rate a second, evenly spaced, acks confirmed):
+// what a plain pull consumer pays per delivery when deliveries come one at
+// a time instead of in bursts.
+func (b *bench) floorPaced(ctx context.Context, ns *benchkit.Proc, url string, js jetstream.JetStream, name string) (row, error) {
+	cfg := b.cfg
+	rate := cfg.pacedKeys * cfg.pacedRate
+	jobs := cfg.pacedKeys * b.pacedPerKey()
+	if err := b.preload(ctx, js, name, jobs, cfg.pacedKeys); err != nil {
+		return row{}, err
+	}
+	c, err := b.startConsumer(ctx, name+"-consumer", url, name+".out.>", 0)
+	if err != nil {
+		return row{}, err
+	}
+	defer c.Stop(5 * time.Second)
+	if err := c.Send("go"); err != nil {
+		return row{}, err
+	}
+	w, err := b.startWorker(ctx, name, url, true, rate)
+	if err != nil {
+		return row{}, err
+	}
+	defer w.Stop(5 * time.Second)
+	what := fmt.Sprintf("floor, paced: the same pull consumer handing off %d/s evenly spaced, acks confirmed", rate)
+	return b.paced(ctx, what, c, []*benchkit.Proc{ns, w}, func() error { return w.Send("go") }, func() error { return nil })
+}
+
+// preload creates the work-queue stream of floor run name and stores jobs
+// messages in it over keys subjects (<name>.q.k<j mod keys>).
+func (b *bench) preload(ctx context.Context, js jetstream.JetStream, name string, jobs, keys int) error {
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:      strings.ToUpper(name),
+		Subjects:  []string{name + ".q.>"},
+		Retention: jetstream.WorkQueuePolicy,
+		Storage:   jetstream.FileStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	payload := bytes.Repeat([]byte("x"), b.cfg.payload)
+	for j := range jobs {
+		if _, err := js.PublishAsync(fmt.Sprintf("%s.q.k%d", name, j%keys), payload, jetstream.WithStallWait(10*time.Second)); err != nil {
+			return fmt.Errorf("preload: %w", err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+		return nil
+	case <-time.After(benchkit.Phase(jobs)):
+		return fmt.Errorf("preload: %d publishes not acknowledged", js.PublishAsyncPending())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startWorker starts the worker role of floor run name, handing off rate
+// messages a second (0: unpaced), and waits until it is ready.
+func (b *bench) startWorker(ctx context.Context, name, url string, await bool, rate int) (*benchkit.Proc, error) {
+	w, err := b.g.StartRole(name+"-worker", b.self, roleWorker, "-nats-url", url, "-stream", strings.ToUpper(name),
+		"-in", name+".q", "-out", name+".out", "-await-ack="+strconv.FormatBool(await),
+		"-fetchers", strconv.Itoa(b.cfg.fetchers), "-batch", strconv.Itoa(b.cfg.batch), "-rate", strconv.Itoa(rate))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Expect(ctx, "ready", time.Minute); err != nil {
+		w.Stop(5 * time.Second)
+		return nil, err
+	}
+	return w, nil
 }
 
 // startNATS starts the standalone nats-server with JetStream on a store in
@@ -302,12 +349,19 @@ func (b *bench) shaperWhat(what string) string {
 	return fmt.Sprintf("shaper, %s (%s)", what, w)
 }
 
+// pacedPerKey is how many jobs a key of a paced run is preloaded with: its
+// queue must not run dry before the measurement ends.
+func (b *bench) pacedPerKey() int {
+	cfg := b.cfg
+	return int(float64(cfg.pacedRate)*(cfg.pacedWarmup+cfg.pacedDuration).Seconds()) + 3*cfg.pacedRate
+}
+
 // shaperPaced measures the shaper delivering pacedKeys keys at pacedRate
 // a second each from a queue that never runs dry: the CPU per delivery and
 // the rate reached over pacedDuration, after pacedWarmup.
 func (b *bench) shaperPaced(ctx context.Context) (row, error) {
 	cfg := b.cfg
-	perKey := int(float64(cfg.pacedRate)*(cfg.pacedWarmup+cfg.pacedDuration).Seconds()) + 3*cfg.pacedRate
+	perKey := b.pacedPerKey()
 	jobs := perKey * cfg.pacedKeys
 	s, err := b.startShaper(ctx, "paced", fmt.Sprintf("%d/s", cfg.pacedRate), min(1_000_000, 2*perKey))
 	if err != nil {
@@ -324,14 +378,37 @@ func (b *bench) shaperPaced(ctx context.Context) (row, error) {
 		return row{}, fmt.Errorf("preload: %w", err)
 	}
 	b.logf("shaper, paced: %d jobs admitted in %.1f s", jobs, time.Since(start).Seconds())
-	if _, err := c.Expect(ctx, "first", benchkit.Phase(jobs)); err != nil {
+	if _, err := c.Expect(ctx, "first", benchkit.Phase(jobs)); err != nil { // c holds it until "go"
 		return row{}, err
 	}
-	all := []*benchkit.Proc{s.P, c}
+	// With -profile, a CPU profile of the shaper over the measured window.
+	profile := func() error { return nil }
+	if cfg.profile != "" {
+		profile = func() error {
+			file := filepath.Join(cfg.profile, "paced.cpu.pprof")
+			return s.Profile(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(cfg.pacedDuration.Seconds()))), file)
+		}
+	}
+	what := b.shaperWhat(fmt.Sprintf("paced, %d keys × %d/s", cfg.pacedKeys, cfg.pacedRate))
+	r, err := b.paced(ctx, what, c, []*benchkit.Proc{s.P}, func() error { return c.Send("go") }, profile)
+	if err != nil && r.n == 0 {
+		err = fmt.Errorf("%w; its log:\n%s", err, s.P.Tail())
+	}
+	return r, err
+}
+
+// paced measures a paced hand-off to consumer c: once the processes
+// settled, it calls start (which lets the hand-off begin), and after
+// pacedWarmup counts the deliveries c took and the CPU time of server (the
+// server side) and c over pacedDuration. during runs meanwhile, from the
+// window's start; its error fails the row.
+func (b *bench) paced(ctx context.Context, what string, c *benchkit.Proc, server []*benchkit.Proc, start, during func() error) (row, error) {
+	cfg := b.cfg
+	all := append(server[:len(server):len(server)], c)
 	if err := settle(ctx, all, 10*time.Second); err != nil {
 		return row{}, err
 	}
-	if err := c.Send("go"); err != nil {
+	if err := start(); err != nil {
 		return row{}, err
 	}
 	mark := func() (int, int, []int64, time.Time, error) {
@@ -358,32 +435,27 @@ func (b *bench) shaperPaced(ctx context.Context) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	profiled := make(chan error, 1)
-	if cfg.profile != "" {
-		file := filepath.Join(cfg.profile, "paced.cpu.pprof")
-		secs := max(1, int(cfg.pacedDuration.Seconds()))
-		go func() { profiled <- s.Profile(ctx, fmt.Sprintf("profile?seconds=%d", secs), file) }()
-	} else {
-		profiled <- nil
-	}
+	done := make(chan error, 1)
+	go func() { done <- during() }()
 	if err := sleep(ctx, cfg.pacedDuration); err != nil {
 		return row{}, err
-	}
-	if err := <-profiled; err != nil {
-		return row{}, fmt.Errorf("shaper, paced: profile: %w", err)
 	}
 	n1, d1, c1, t1, err := mark()
 	if err != nil {
 		return row{}, err
 	}
-	what := b.shaperWhat(fmt.Sprintf("paced, %d keys × %d/s", cfg.pacedKeys, cfg.pacedRate))
+	if err := <-done; err != nil {
+		return row{}, fmt.Errorf("%s: %w", what, err)
+	}
 	r := row{what: what, n: n1 - n0, dups: d1 - d0, secs: t1.Sub(t0).Seconds(), paced: true,
 		want: float64(cfg.pacedKeys * cfg.pacedRate)}
 	if r.n <= 0 {
-		return row{}, fmt.Errorf("shaper, paced: no deliveries in %v; its log:\n%s", cfg.pacedDuration, s.P.Tail())
+		return r, fmt.Errorf("%s: no deliveries in %v", what, cfg.pacedDuration)
 	}
-	r.server = []usage{{s.P.Name, float64(c1[0]-c0[0]) / benchkit.ClockTicks}}
-	r.consumer = float64(c1[1]-c0[1]) / benchkit.ClockTicks
+	for i, p := range server {
+		r.server = append(r.server, usage{p.Name, float64(c1[i]-c0[i]) / benchkit.ClockTicks})
+	}
+	r.consumer = float64(c1[len(server)]-c0[len(server)]) / benchkit.ClockTicks
 	return r, nil
 }
 
