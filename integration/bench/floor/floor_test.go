@@ -10,7 +10,7 @@ import (
 
 // TestFloorSmoke runs the benchmark end to end, small (2,000 jobs over 50
 // keys, paced for 2 s), and checks that its table parses and that the
-// floor, the unpaced shaper and the paced shaper each have a non-zero
+// floor, the floor paced, the unpaced shaper and the paced shaper each have a non-zero
 // throughput and CPU per delivery. The figures themselves are not judged.
 func TestFloorSmoke(t *testing.T) {
 	out := benchtest.Smoke(t, "nats-server and two shapers", 4*time.Minute,
@@ -20,13 +20,15 @@ func TestFloorSmoke(t *testing.T) {
 		switch what := row["what"]; {
 		case strings.HasPrefix(what, "floor:") && strings.Contains(what, "acks confirmed"):
 			rows["floor"] = row
+		case strings.HasPrefix(what, "floor, paced"):
+			rows["floor paced"] = row
 		case strings.HasPrefix(what, "shaper, unpaced"):
 			rows["unpaced"] = row
 		case strings.HasPrefix(what, "shaper, paced"):
 			rows["paced"] = row
 		}
 	}
-	for _, name := range []string{"floor", "unpaced", "paced"} {
+	for _, name := range []string{"floor", "floor paced", "unpaced", "paced"} {
 		row, ok := rows[name]
 		if !ok {
 			t.Errorf("no %s row in the table", name)
