@@ -18,6 +18,8 @@
 //     paced run's rate (-paced-keys × -paced-rate a second, evenly spread,
 //     acks confirmed), measured like the shaper's paced row: what a plain
 //     pull consumer pays per delivery when hand-offs come one at a time.
+//     And the shaper paced on that same nats-server (--nats-url), server
+//     side nats-server + shaper: the like-for-like comparison.
 //  2. The shaper, unpaced: shaper serve with embedded JetStream, a policy
 //     whose outflow (1000/s per key) does not bind, -jobs jobs over -keys
 //     keys admitted over HTTP. Server side: the shaper process.
@@ -89,7 +91,7 @@ func main() {
 	fs.IntVar(&cfg.fetchers, "fetchers", 32, "the floor worker's fetches in flight (so deliveries in flight)")
 	fs.IntVar(&cfg.batch, "batch", 256, "the floor worker's messages per fetch")
 	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited")
-	fs.StringVar(&cfg.profile, "profile", "", "write a CPU profile of the shaper over its paced run's measurement to DIR/paced.cpu.pprof")
+	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the shaper over its paced runs' measurements to DIR/paced.cpu.pprof (embedded JetStream) and DIR/pacedx.cpu.pprof (on the floor's nats-server)")
 	fs.StringVar(&cfg.natsBin, "nats-server-bin", "", "a nats-server binary to use instead of building the module's")
 	cfg.AddFlags(fs, "builds")
 	fs.Parse(os.Args[1:])
@@ -159,6 +161,10 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 	}
 	b.logf("%s: %.0f deliveries/s", r.what, r.rate())
 	rows = append(rows, r)
+	if r, err = b.shaperPaced(ctx, "pacedx", ns, url); err != nil {
+		return fmt.Errorf("shaper, paced on nats-server: %w", err)
+	}
+	rows = append(rows, r)
 	nc.Close()
 	ns.Stop(10 * time.Second)
 	r, err = b.shaperUnpaced(ctx)
@@ -167,7 +173,7 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 	}
 	b.logf("%s: %.0f deliveries/s", r.what, r.rate())
 	rows = append(rows, r)
-	if r, err = b.shaperPaced(ctx); err != nil {
+	if r, err = b.shaperPaced(ctx, "paced", nil, ""); err != nil {
 		return fmt.Errorf("shaper, paced: %w", err)
 	}
 	rows = append(rows, r)

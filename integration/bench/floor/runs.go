@@ -246,8 +246,9 @@ func (b *bench) startNATS(ctx context.Context) (*benchkit.Proc, *nats.Conn, stri
 }
 
 // startShaper starts a shaper serve of its own (on free ports and a data
-// directory of its own) with policy name, and waits until it is ready.
-func (b *bench) startShaper(ctx context.Context, name, outflow string, queue int) (*benchkit.Shaper, error) {
+// directory of its own) with policy name, on its embedded JetStream or,
+// with natsURL, on that server, and waits until it is ready.
+func (b *bench) startShaper(ctx context.Context, name, outflow string, queue int, natsURL string) (*benchkit.Shaper, error) {
 	var args []string
 	if b.cfg.workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(b.cfg.workers))
@@ -260,6 +261,7 @@ func (b *bench) startShaper(ctx context.Context, name, outflow string, queue int
 		Data:       filepath.Join(b.dir, "data-"+name),
 		LogLevel:   "warn",
 		Args:       args,
+		NATSURL:    natsURL,
 	})
 	if err != nil {
 		return nil, err
@@ -319,7 +321,7 @@ func submit(ctx context.Context, s *benchkit.Shaper, policy string, jobs, keys, 
 func (b *bench) shaperUnpaced(ctx context.Context) (row, error) {
 	cfg := b.cfg
 	perKey := (cfg.jobs + cfg.keys - 1) / cfg.keys
-	s, err := b.startShaper(ctx, "unpaced", "1000/s", min(1_000_000, max(1000, 2*perKey)))
+	s, err := b.startShaper(ctx, "unpaced", "1000/s", min(1_000_000, max(1000, 2*perKey)), "")
 	if err != nil {
 		return row{}, err
 	}
@@ -358,26 +360,28 @@ func (b *bench) pacedPerKey() int {
 
 // shaperPaced measures the shaper delivering pacedKeys keys at pacedRate
 // a second each from a queue that never runs dry: the CPU per delivery and
-// the rate reached over pacedDuration, after pacedWarmup.
-func (b *bench) shaperPaced(ctx context.Context) (row, error) {
+// the rate reached over pacedDuration, after pacedWarmup. With ns, the
+// shaper uses that standalone nats-server (at url) instead of its embedded
+// one, and the server side counts both, as for the floor.
+func (b *bench) shaperPaced(ctx context.Context, name string, ns *benchkit.Proc, url string) (row, error) {
 	cfg := b.cfg
 	perKey := b.pacedPerKey()
 	jobs := perKey * cfg.pacedKeys
-	s, err := b.startShaper(ctx, "paced", fmt.Sprintf("%d/s", cfg.pacedRate), min(1_000_000, 2*perKey))
+	s, err := b.startShaper(ctx, name, fmt.Sprintf("%d/s", cfg.pacedRate), min(1_000_000, 2*perKey), url)
 	if err != nil {
 		return row{}, err
 	}
-	c, err := b.startConsumer(ctx, "paced-consumer", s.NATSURL, "shaper.out.paced.>", 0)
+	c, err := b.startConsumer(ctx, name+"-consumer", s.NATSURL, "shaper.out."+name+".>", 0)
 	if err != nil {
 		s.P.Stop(15 * time.Second)
 		return row{}, err
 	}
 	defer stopWith(s, c)
 	start := time.Now()
-	if err := submit(ctx, s, "paced", jobs, cfg.pacedKeys, cfg.payload); err != nil {
+	if err := submit(ctx, s, name, jobs, cfg.pacedKeys, cfg.payload); err != nil {
 		return row{}, fmt.Errorf("preload: %w", err)
 	}
-	b.logf("shaper, paced: %d jobs admitted in %.1f s", jobs, time.Since(start).Seconds())
+	b.logf("shaper, %s: %d jobs admitted in %.1f s", name, jobs, time.Since(start).Seconds())
 	if _, err := c.Expect(ctx, "first", benchkit.Phase(jobs)); err != nil { // c holds it until "go"
 		return row{}, err
 	}
@@ -385,12 +389,17 @@ func (b *bench) shaperPaced(ctx context.Context) (row, error) {
 	profile := func() error { return nil }
 	if cfg.profile != "" {
 		profile = func() error {
-			file := filepath.Join(cfg.profile, "paced.cpu.pprof")
+			file := filepath.Join(cfg.profile, name+".cpu.pprof")
 			return s.Profile(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(cfg.pacedDuration.Seconds()))), file)
 		}
 	}
 	what := b.shaperWhat(fmt.Sprintf("paced, %d keys × %d/s", cfg.pacedKeys, cfg.pacedRate))
-	r, err := b.paced(ctx, what, c, []*benchkit.Proc{s.P}, func() error { return c.Send("go") }, profile)
+	server := []*benchkit.Proc{s.P}
+	if ns != nil {
+		what = b.shaperWhat(fmt.Sprintf("paced, %d keys × %d/s, on the floor's nats-server", cfg.pacedKeys, cfg.pacedRate))
+		server = append(server, ns)
+	}
+	r, err := b.paced(ctx, what, c, server, func() error { return c.Send("go") }, profile)
 	if err != nil && r.n == 0 {
 		err = fmt.Errorf("%w; its log:\n%s", err, s.P.Tail())
 	}

@@ -29,10 +29,13 @@ type ShaperConfig struct {
 	Data       string // the data directory
 	LogLevel   string
 	Args       []string // more flags of shaper serve
+	// NATSURL, when set, is an external NATS server the shaper uses
+	// instead of its embedded one (--nats-url).
+	NATSURL string
 }
 
-// Shaper is one shaper serve of a run's with embedded JetStream, on free
-// ports.
+// Shaper is one shaper serve of a run's, with embedded JetStream (or
+// ShaperConfig.NATSURL's), on free ports.
 type Shaper struct {
 	P        *Proc
 	HTTPAddr string // host:port
@@ -51,8 +54,14 @@ func (g *Group) StartShaper(c ShaperConfig) (*Shaper, error) {
 		return nil, fmt.Errorf("free ports: %v %v", err1, err2)
 	}
 	s := &Shaper{HTTPAddr: fmt.Sprintf("127.0.0.1:%d", hp), NATSURL: fmt.Sprintf("nats://127.0.0.1:%d", np)}
+	nats := []string{"--nats-listen", fmt.Sprintf("127.0.0.1:%d", np)}
+	if c.NATSURL != "" {
+		s.NATSURL = c.NATSURL
+		nats = []string{"--nats-url", c.NATSURL}
+	}
 	args := append([]string{"serve", "--policies", c.PolicyFile, "--http", s.HTTPAddr, "--data", c.Data,
-		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", np), "--log-level", c.LogLevel}, c.Args...)
+		"--log-level", c.LogLevel}, nats...)
+	args = append(args, c.Args...)
 	var err error
 	if s.P, err = g.Start(c.Name, c.Bin, args...); err != nil {
 		return nil, err
