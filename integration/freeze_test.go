@@ -28,7 +28,8 @@ var freezePolicy = confirmedPolicy("frozen", fmt.Sprintf("%d/s", freezeRate), 10
 // its lease on its own monotonic clock. So every job answered 202 is
 // delivered, a key gets at most one duplicate (the job in flight at the
 // freeze, delivered again by the new holder), and no key gets more than
-// ⌈T·rate⌉+1 deliveries in any window of T.
+// ⌈T·rate⌉+1 deliveries in any window of T (at the consumer: T plus the
+// arrivals' jitter).
 func TestFreezeDrainingShaper(t *testing.T) {
 	needBinaries(t)
 	cluster, cfgs, shs, drainer := twoShapers(t, freezePolicy, "frozen")
@@ -146,13 +147,22 @@ func TestFreezeDrainingShaper(t *testing.T) {
 		t.Errorf("%s delivered %d jobs after waking on a lease it no longer held, e.g. %s of %s %v after waking",
 			a.name, len(afterWake), afterWake[0].id, afterWake[0].key, afterWake[0].at.Sub(wokeAt).Round(time.Millisecond))
 	}
-	if limit := freezeRate + 1; worst > limit {
-		t.Errorf("key %s got %d deliveries within one second, want at most ⌈1 s × %d/s⌉+1 = %d", worstKey, worst, freezeRate, limit)
+	// The consumer sees arrivals, not starts: a delivery held up on the way
+	// (a busy machine, a cluster hop) arrives closer to the next one than
+	// their slots were. Arrivals in a window of T are starts in a window of
+	// T plus that jitter, allowed up to arrivalJitter.
+	if limit := int(math.Ceil((time.Second+arrivalJitter).Seconds()*freezeRate)) + 1; worst > limit {
+		t.Errorf("key %s got %d deliveries within one second, want at most ⌈(1 s + %v) × %d/s⌉+1 = %d", worstKey, worst, arrivalJitter, freezeRate, limit)
 	}
 	if perRun != "" {
 		t.Errorf("keys over ⌈T·rate⌉+1 over their whole run: %s", perRun)
 	}
 }
+
+// arrivalJitter is how much later than its neighbours a delivery may reach
+// a consumer on a busy machine, which a window counted at the consumer
+// allows for.
+const arrivalJitter = 100 * time.Millisecond
 
 // maxIn returns the most of ts (in order) within any window of length w.
 func maxIn(ts []time.Time, w time.Duration) int {
