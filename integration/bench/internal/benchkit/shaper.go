@@ -1,11 +1,14 @@
 package benchkit
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -86,4 +89,40 @@ func (s *Shaper) AwaitReady(ctx context.Context, poll, within time.Duration) (ti
 			return time.Time{}, fmt.Errorf("%s not ready within %v; its log:\n%s", s.P.Name, within, s.P.Tail())
 		}
 	}
+}
+
+// Submit admits jobs jobs of payload bytes to policy over keys keys (job j
+// to key k<j mod keys>) through the HTTP API of s, conns at a time, and
+// fails unless every one is answered 202.
+func (s *Shaper) Submit(ctx context.Context, policy string, jobs, keys, payload, conns int) error {
+	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}, Timeout: 30 * time.Second}
+	defer cl.CloseIdleConnections()
+	body := bytes.Repeat([]byte("x"), payload)
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			for j := int(next.Add(1) - 1); j < jobs && ctx.Err() == nil && first.Load() == nil; j = int(next.Add(1) - 1) {
+				url := fmt.Sprintf("http://%s/v1/jobs/%s/k%d", s.HTTPAddr, policy, j%keys)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/octet-stream")
+				resp, err := cl.Do(req)
+				if err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					first.CompareAndSwap(nil, fmt.Errorf("POST %s: %s: %s", url, resp.Status, b))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
