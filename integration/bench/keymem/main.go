@@ -22,7 +22,8 @@
 // Markdown table (per N: total and per key over the baseline), the
 // shaper's own heap per key by allocation site at the largest N, and the
 // targets against it, and exits 0 once every row was measured, whatever
-// the figures. A GOMEMLIMIT or GOGC in the environment reaches the shaper.
+// the figures. With -profile it also writes each shaper's heap profile, to
+// read with go tool pprof (-sample_index=inuse_space). A GOMEMLIMIT or GOGC in the environment reaches the shaper.
 // Every child is killed and the temporary directory removed on exit, on
 // SIGINT/SIGTERM and past -timeout.
 package main
@@ -47,6 +48,7 @@ type config struct {
 	payload  int
 	settle   time.Duration
 	top      int
+	profile  string
 	benchkit.Common
 }
 
@@ -58,12 +60,18 @@ func main() {
 	fs.IntVar(&cfg.payload, "payload", 100, "payload bytes of every job")
 	fs.DurationVar(&cfg.settle, "settle", 3*time.Second, "wait after the last first delivery before measuring")
 	fs.IntVar(&cfg.top, "top", 12, "allocation sites listed")
+	fs.StringVar(&cfg.profile, "profile", "", "also write each shaper's heap profile (for go tool pprof) into this directory")
 	cfg.AddFlags(fs, "the build")
 	fs.Parse(os.Args[1:])
 	benchkit.Main("keymem", &cfg.Common, cfg.check, func(ctx context.Context, env benchkit.Env) error {
 		b := &bench{cfg: cfg, env: env, shaper: cfg.ShaperBin}
 		if err := benchkit.Build(ctx, env.Dir, benchkit.Target{Bin: &b.shaper, Pkg: "./cmd/shaper", Out: "shaper"}); err != nil {
 			return err
+		}
+		if cfg.profile != "" {
+			if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
+				return err
+			}
 		}
 		load0 := benchkit.LoadAvg()
 		env.Logf("load average %s", load0)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -81,6 +84,12 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 	if r.heap, err = readHeap(ctx, s.HTTPAddr); err != nil {
 		return r, err
 	}
+	if b.cfg.profile != "" {
+		file := filepath.Join(b.cfg.profile, fmt.Sprintf("heap-%d.pb.gz", n))
+		if err := saveProfile(ctx, s.HTTPAddr, file); err != nil {
+			return r, err
+		}
+	}
 	if r.rss, r.peak, err = benchkit.Memory(s.P.Pid()); err != nil {
 		return r, err
 	}
@@ -89,20 +98,38 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 
 // readHeap reads the shaper's heap after a GC.
 func readHeap(ctx context.Context, addr string) (heap, error) {
-	url := "http://" + addr + "/debug/pprof/heap?gc=1&debug=1"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := get(ctx, "http://"+addr+"/debug/pprof/heap?gc=1&debug=1")
 	if err != nil {
 		return heap{}, err
+	}
+	return parseHeap(bytes.NewReader(body))
+}
+
+// saveProfile writes the shaper's heap profile into file.
+func saveProfile(ctx context.Context, addr, file string) error {
+	body, err := get(ctx, "http://"+addr+"/debug/pprof/heap")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, body, 0o644)
+}
+
+// get returns the body of a GET of url answered 200.
+func get(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return heap{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return heap{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return parseHeap(resp.Body)
+	return body, err
 }
 
 // consumer answers every delivery and closes all once want distinct
