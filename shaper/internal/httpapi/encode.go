@@ -15,18 +15,45 @@ var (
 )
 
 // AppendString appends s to b as a JSON string, escaped exactly as
-// encoding/json escapes it (HTML's <, > and & too). A plain string, which
-// a policy's name, a key and a job id almost always are, is copied as it
-// is.
+// encoding/json escapes it (HTML's <, > and & too). ASCII, which a
+// policy's name, a key, a job id and the shaper's messages almost always
+// are, is escaped here without allocating; a string with other runes goes
+// through json.Marshal.
 func AppendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if s[i] >= 0x80 {
 			q, _ := json.Marshal(s) // a string always marshals
 			return append(b, q...)
 		}
 	}
 	b = append(b, '"')
-	b = append(b, s...)
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 

@@ -8,7 +8,7 @@ import (
 
 // oddStrings are strings encoding/json escapes: quotes, backslashes, HTML
 // characters, control characters, non-ASCII, invalid UTF-8, U+2028.
-var oddStrings = []string{"", "k1", `a"b`, `a\b`, "<script>&", "tab\there\n", "ключ", "\xff\xfe", "line\u2028sep", "\x00"}
+var oddStrings = []string{"", "k1", "\b\f\x1f\x7f", `a"b`, `a\b`, "<script>&", "tab\there\n", "ключ", "\xff\xfe", "line\u2028sep", "\x00"}
 
 // TestProblemJSONMatchesEncodingJSON checks that the hand-written encoding
 // of a problem is byte for byte json.Encoder's, every optional member

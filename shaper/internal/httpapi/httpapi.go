@@ -87,6 +87,9 @@ func UnknownPolicy(policy string, known []string) string {
 
 // Quote quotes s for a message, cut to 64 runes.
 func Quote(s string) string {
+	if len(s) <= 64 { // 64 runes at most: nothing to cut
+		return strconv.Quote(s)
+	}
 	if r := []rune(s); len(r) > 64 {
 		s = string(r[:64]) + "…"
 	}

@@ -55,8 +55,8 @@ func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {
 // writeAnswer renders a: 202 with the job, or application/problem+json,
 // with the rate-limit headers of the limit that decided.
 func writeAnswer(w http.ResponseWriter, a answer) {
-	if a.limits != nil {
-		limiter.SetHeaders(w.Header(), a.Policy, *a.limits, a.window)
+	if a.limits.Limit > 0 {
+		limiter.SetHeaders(w.Header(), a.Policy, a.limits, a.window)
 	}
 	if a.Code == http.StatusAccepted {
 		httpapi.WriteBody(w, a.Code, appendAccepted(make([]byte, 0, 128), a))
