@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -81,12 +79,16 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 		return r, ctx.Err()
 	case <-time.After(b.cfg.settle):
 	}
-	if r.heap, err = readHeap(ctx, s.HTTPAddr); err != nil {
+	if r.heap, err = readHeap(ctx, s); err != nil {
 		return r, err
 	}
 	if b.cfg.profile != "" {
 		file := filepath.Join(b.cfg.profile, fmt.Sprintf("heap-%d.pb.gz", n))
-		if err := saveProfile(ctx, s.HTTPAddr, file); err != nil {
+		body, err := s.Pprof(ctx, "heap")
+		if err == nil {
+			err = os.WriteFile(file, body, 0o644)
+		}
+		if err != nil {
 			return r, err
 		}
 	}
@@ -97,39 +99,12 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 }
 
 // readHeap reads the shaper's heap after a GC.
-func readHeap(ctx context.Context, addr string) (heap, error) {
-	body, err := get(ctx, "http://"+addr+"/debug/pprof/heap?gc=1&debug=1")
+func readHeap(ctx context.Context, s *benchkit.Shaper) (heap, error) {
+	body, err := s.Pprof(ctx, "heap?gc=1&debug=1")
 	if err != nil {
 		return heap{}, err
 	}
 	return parseHeap(bytes.NewReader(body))
-}
-
-// saveProfile writes the shaper's heap profile into file.
-func saveProfile(ctx context.Context, addr, file string) error {
-	body, err := get(ctx, "http://"+addr+"/debug/pprof/heap")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(file, body, 0o644)
-}
-
-// get returns the body of a GET of url answered 200.
-func get(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return body, err
 }
 
 // consumer answers every delivery and closes all once want distinct

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -159,22 +157,9 @@ func (b *bench) measure(ctx context.Context, n int) (row, error) {
 
 // pprof writes the /debug/pprof/<what> of shaper s to file.
 func pprof(ctx context.Context, s *benchkit.Shaper, what, file string) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/%s", s.HTTPAddr, what)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := s.Pprof(ctx, what)
 	if err != nil {
 		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	return os.WriteFile(file, body, 0o644)
 }

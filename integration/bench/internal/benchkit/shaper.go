@@ -126,3 +126,23 @@ func (s *Shaper) Submit(ctx context.Context, policy string, jobs, keys, payload,
 	}
 	return ctx.Err()
 }
+
+// Pprof returns the body of the shaper's /debug/pprof/<what> (served to
+// loopback without a token), failing unless it is answered 200.
+func (s *Shaper) Pprof(ctx context.Context, what string) ([]byte, error) {
+	url := fmt.Sprintf("http://%s/debug/pprof/%s", s.HTTPAddr, what)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return body, err
+}
