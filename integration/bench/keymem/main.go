@@ -15,7 +15,10 @@
 // first, then runtime.MemStats.HeapAlloc and the sampled live heap by
 // allocation stack) and its resident set (VmRSS, /proc/PID/status).
 //
-// The heap is split by stack between the embedded nats-server (the
+// The heap profile is sampled (a sample every 512 KiB allocated, scaled
+// up as pprof does), so its split is an estimate: read it at 20,000 keys
+// and more, where a key's bytes outweigh the sampling's noise. The heap
+// is split by stack between the embedded nats-server (the
 // stream's store and per-subject index) and the rest (the shaper's own
 // state, its NATS client and the runtime), which the target bounds
 // (≤ 1 KB of the shaper's heap a key; ≤ 2 KB of RSS). It prints one
