@@ -23,17 +23,42 @@ const DefaultPolicyName = "default"
 // names' canonical forms (what Set would store, without canonicalising each
 // name again).
 func SetHeaders(h http.Header, name string, r Result, window time.Duration) {
-	quoted := strconv.Quote(name)
+	// The values are pieces of one string, their []string pieces of one
+	// array: two allocations, not one or two a header.
+	quoted := strconv.AppendQuote(nil, name)
+	b := make([]byte, 0, 2*len(quoted)+96)
+	var ends [5]int
 	if window > 0 {
-		h["Ratelimit-Policy"] = []string{quoted + ";q=" + itoa(r.Limit) + ";w=" + itoa(ceilSeconds(window))}
+		b = strconv.AppendInt(append(append(b, quoted...), ";q="...), r.Limit, 10)
+		b = strconv.AppendInt(append(b, ";w="...), ceilSeconds(window), 10)
 	}
-	h["Ratelimit"] = []string{quoted + ";r=" + itoa(r.Remaining) + ";t=" + itoa(ceilSeconds(r.Reset))}
-	h["X-Ratelimit-Limit"] = []string{itoa(r.Limit)}
-	h["X-Ratelimit-Remaining"] = []string{itoa(r.Remaining)}
+	ends[0] = len(b)
+	b = strconv.AppendInt(append(append(b, quoted...), ";r="...), r.Remaining, 10)
+	b = strconv.AppendInt(append(b, ";t="...), ceilSeconds(r.Reset), 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, r.Limit, 10)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, r.Remaining, 10)
+	ends[3] = len(b)
 	if !r.Allowed {
-		retry := itoa(max(ceilSeconds(r.RetryAfter), 1))
-		h["Retry-After"] = []string{retry}
-		h["X-Ratelimit-Retry-After"] = []string{retry}
+		b = strconv.AppendInt(b, max(ceilSeconds(r.RetryAfter), 1), 10)
+	}
+	ends[4] = len(b)
+	all := string(b)
+	vals := make([]string, 5)
+	for i, start := 0, 0; i < len(ends); i++ {
+		vals[i], start = all[start:ends[i]], ends[i]
+	}
+	one := func(i int) []string { return vals[i : i+1 : i+1] }
+	if window > 0 {
+		h["Ratelimit-Policy"] = one(0)
+	}
+	h["Ratelimit"] = one(1)
+	h["X-Ratelimit-Limit"] = one(2)
+	h["X-Ratelimit-Remaining"] = one(3)
+	if !r.Allowed {
+		h["Retry-After"] = one(4)
+		h["X-Ratelimit-Retry-After"] = one(4)
 	}
 }
 

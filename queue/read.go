@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -105,8 +106,17 @@ func (q *Queue) Lookup(ctx context.Context, seq uint64) (*Msg, error) {
 	return q.decode(raw.Sequence, token, raw.Header, raw.Data, raw.Time), nil
 }
 
+// decode makes the Msg of the job stored at seq for key token, from its
+// headers h, its payload data and the time the stream stored it.
+//
+// The Msg keeps only what it needs of the message read: a drainer holds
+// one read ahead for every key with a job waiting, so a message's whole
+// buffer (its headers' bytes too) and its parsed header, mostly JetStream's
+// own Nats-* entries, would cost every active key about a kilobyte. The
+// payload is copied to its own size and Header keeps the job's own
+// headers only (nil when it has none): JobHeader drops the others anyway.
 func (q *Queue) decode(seq uint64, token string, h nats.Header, data []byte, stored time.Time) *Msg {
-	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: data, Header: h}}
+	m := &Msg{Seq: seq, Token: token, Job: Job{Payload: bytes.Clone(data), Header: extraHeader(h)}}
 	var bad []string
 	m.ID = h.Get(HeaderJobID)
 	if m.ID != "" && !ValidJobID(m.ID) {
@@ -198,4 +208,25 @@ func (q *Queue) TokenDepths(ctx context.Context) (map[string]uint64, error) {
 		}
 	}
 	return out, nil
+}
+
+// extraHeader returns the job's own headers of h, all but NATS's
+// (Nats-*); nil when none is left.
+func extraHeader(h nats.Header) nats.Header {
+	n := 0
+	for k := range h {
+		if !strings.HasPrefix(k, "Nats-") {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make(nats.Header, n)
+	for k, v := range h {
+		if !strings.HasPrefix(k, "Nats-") {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -280,42 +276,6 @@ func stopWith(s *benchkit.Shaper, c *benchkit.Proc) {
 	c.Stop(5 * time.Second)
 }
 
-// submit admits jobs jobs of payload bytes to policy over keys keys (job j
-// to key k<j mod keys>) through the HTTP API of s, 32 at a time, and
-// fails unless every one is answered 202.
-func submit(ctx context.Context, s *benchkit.Shaper, policy string, jobs, keys, payload int) error {
-	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
-	defer cl.CloseIdleConnections()
-	body := bytes.Repeat([]byte("x"), payload)
-	var next atomic.Int64
-	var first atomic.Value
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			for j := int(next.Add(1) - 1); j < jobs && ctx.Err() == nil && first.Load() == nil; j = int(next.Add(1) - 1) {
-				url := fmt.Sprintf("http://%s/v1/jobs/%s/k%d", s.HTTPAddr, policy, j%keys)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/octet-stream")
-				resp, err := cl.Do(req)
-				if err != nil {
-					first.CompareAndSwap(nil, err)
-					return
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusAccepted {
-					first.CompareAndSwap(nil, fmt.Errorf("POST %s: %s: %s", url, resp.Status, b))
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := first.Load().(error); err != nil {
-		return err
-	}
-	return ctx.Err()
-}
-
 // shaperUnpaced measures the shaper delivering n preloaded jobs over k
 // keys at an outflow that does not bind.
 func (b *bench) shaperUnpaced(ctx context.Context) (row, error) {
@@ -332,7 +292,7 @@ func (b *bench) shaperUnpaced(ctx context.Context) (row, error) {
 	}
 	defer stopWith(s, c)
 	start := time.Now()
-	if err := submit(ctx, s, "unpaced", cfg.jobs, cfg.keys, cfg.payload); err != nil {
+	if err := s.Submit(ctx, "unpaced", cfg.jobs, cfg.keys, cfg.payload, 32); err != nil {
 		return row{}, fmt.Errorf("preload: %w", err)
 	}
 	b.logf("shaper, unpaced: %d jobs admitted in %.1f s", cfg.jobs, time.Since(start).Seconds())
@@ -378,7 +338,7 @@ func (b *bench) shaperPaced(ctx context.Context, name string, ns *benchkit.Proc,
 	}
 	defer stopWith(s, c)
 	start := time.Now()
-	if err := submit(ctx, s, name, jobs, cfg.pacedKeys, cfg.payload); err != nil {
+	if err := s.Submit(ctx, name, jobs, cfg.pacedKeys, cfg.payload, 32); err != nil {
 		return row{}, fmt.Errorf("preload: %w", err)
 	}
 	b.logf("shaper, %s: %d jobs admitted in %.1f s", name, jobs, time.Since(start).Seconds())

@@ -46,12 +46,12 @@ func WriteProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
 	if retryAfter > 0 {
 		ms := CeilMs(retryAfter)
 		p.RetryAfterMs = &ms
-		h.Set("Retry-After", strconv.FormatInt(max((ms+999)/1000, 1), 10))
+		h["Retry-After"] = []string{strconv.FormatInt(max((ms+999)/1000, 1), 10)}
 	}
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = problemType
+	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(p.Status)
-	json.NewEncoder(w).Encode(p)
+	w.Write(p.appendJSON(make([]byte, 0, 256)))
 }
 
 // Error writes a problem answer of status code saying detail.
@@ -87,6 +87,9 @@ func UnknownPolicy(policy string, known []string) string {
 
 // Quote quotes s for a message, cut to 64 runes.
 func Quote(s string) string {
+	if len(s) <= 64 { // 64 runes at most: nothing to cut
+		return strconv.Quote(s)
+	}
 	if r := []rune(s); len(r) > 64 {
 		s = string(r[:64]) + "…"
 	}

@@ -156,7 +156,7 @@ type answer struct {
 	// whether the job was kept.
 	Deferred *bool `json:"deferred,omitempty"`
 
-	limits  *limiter.Result // for the rate-limit headers, when there is a limit to describe
+	limits  limiter.Result // for the rate-limit headers, when there is a limit to describe (Limit > 0)
 	window  time.Duration
 	outcome admission.Outcome // the gate's, for telemetry
 }
@@ -180,7 +180,7 @@ var kept, notKept = true, false
 func answerOf(sub submission, d admission.Decision) answer {
 	a := answer{Policy: sub.policy, Key: sub.key, Error: d.Reason, RetryAfterMs: httpapi.CeilMs(d.RetryAfter), outcome: d.Outcome}
 	if d.Limits.Limit > 0 {
-		a.limits, a.window = &d.Limits, d.Window
+		a.limits, a.window = d.Limits, d.Window
 	}
 	switch d.Outcome {
 	case admission.Accepted:
@@ -197,10 +197,10 @@ func answerOf(sub submission, d admission.Decision) answer {
 		if errors.Is(d.Err, queue.ErrTooLarge) {
 			a.Code = http.StatusRequestEntityTooLarge
 		}
-		a.limits = nil
+		a.limits = limiter.Result{}
 	default: // Unavailable
 		a.Status, a.Code = statusError, http.StatusServiceUnavailable
-		a.limits = nil
+		a.limits = limiter.Result{}
 	}
 	return a
 }

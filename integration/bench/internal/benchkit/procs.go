@@ -184,3 +184,6 @@ func (p *Proc) Tail() string {
 	}
 	return "  " + string(bytes.Join(lines, []byte("\n  ")))
 }
+
+// CloseInput closes a role's stdin, which tells it to finish.
+func (p *Proc) CloseInput() error { return p.stdin.Close() }

@@ -1,11 +1,14 @@
 package benchkit
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -97,25 +100,68 @@ func (s *Shaper) AwaitReady(ctx context.Context, poll, within time.Duration) (ti
 	}
 }
 
-// Profile writes the shaper's /debug/pprof/<what> (served to loopback
-// without a token) to file: "profile?seconds=N" for a CPU profile, "heap".
-func (s *Shaper) Profile(ctx context.Context, what, file string) error {
+// Submit admits jobs jobs of payload bytes to policy over keys keys (job j
+// to key k<j mod keys>) through the HTTP API of s, conns at a time, and
+// fails unless every one is answered 202.
+func (s *Shaper) Submit(ctx context.Context, policy string, jobs, keys, payload, conns int) error {
+	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}, Timeout: 30 * time.Second}
+	defer cl.CloseIdleConnections()
+	body := bytes.Repeat([]byte("x"), payload)
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			for j := int(next.Add(1) - 1); j < jobs && ctx.Err() == nil && first.Load() == nil; j = int(next.Add(1) - 1) {
+				url := fmt.Sprintf("http://%s/v1/jobs/%s/k%d", s.HTTPAddr, policy, j%keys)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/octet-stream")
+				resp, err := cl.Do(req)
+				if err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					first.CompareAndSwap(nil, fmt.Errorf("POST %s: %s: %s", url, resp.Status, b))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// Pprof returns the body of the shaper's /debug/pprof/<what> (served to
+// loopback without a token), failing unless it is answered 200.
+func (s *Shaper) Pprof(ctx context.Context, what string) ([]byte, error) {
 	url := fmt.Sprintf("http://%s/debug/pprof/%s", s.HTTPAddr, what)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return body, err
+}
+
+// Profile writes the shaper's /debug/pprof/<what> to file: "profile?seconds=N"
+// for a CPU profile, "heap".
+func (s *Shaper) Profile(ctx context.Context, what, file string) error {
+	body, err := s.Pprof(ctx, what)
 	if err != nil {
 		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	return os.WriteFile(file, body, 0o644)
 }
