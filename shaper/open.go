@@ -164,6 +164,12 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 	return func(i int, holding bool, until time.Time) {
 		lease := cluster.PartitionLease(name, i, n)
 		if !holding {
+			// The questions about its keys go to the next holder from now;
+			// none answering meanwhile, each shaper answers from its own
+			// drainer.
+			if err := line.answers.Serve(i, false); err != nil {
+				s.log.Warn("answers: stop serving a partition", "policy", name, "partition", i, "err", err)
+			}
 			line.SetPartition(i, false, until)
 			since := time.Now().Add(-line.Policy().Outflow.Interval())
 			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, line.Drain.Part(i).LastStarts(since))
@@ -175,5 +181,8 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 			}
 		}
 		line.SetPartition(i, true, until)
+		if err := line.answers.Serve(i, true); err != nil {
+			s.log.Warn("answers: serve a partition", "policy", name, "partition", i, "err", err)
+		}
 	}
 }
