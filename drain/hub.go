@@ -119,6 +119,14 @@ func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error)
 	return h.depths[i], nil
 }
 
+// forgetDepths drops the count of the queue's depths: the next partition
+// asking reads them afresh.
+func (h *hub) forgetDepths() {
+	h.depthMu.Lock()
+	h.depths = nil
+	h.depthMu.Unlock()
+}
+
 // view is one partition's Queue: the queue itself, but for its watch and
 // depths, which are its keys' only.
 type view struct {

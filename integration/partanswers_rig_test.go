@@ -39,7 +39,7 @@ const (
 	partRigParts  = 4
 	partRigSlot   = 500 * time.Millisecond
 	partRigLease  = 1500 * time.Millisecond
-	partRigPolicy = "policies:\n  - {name: pa, outflow: 2/s, total: 16/s, queue: 4, partitions: 4, deliver: {webhook: %q}}\n"
+	partRigPolicy = "policies:\n  - {name: pa, outflow: 2/s, total: 16/s, queue: 8, partitions: 4, deliver: {webhook: %q}}\n"
 )
 
 // startPartRig starts a JetStream server, the webhook and shapers shapers

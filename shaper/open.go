@@ -164,18 +164,22 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 	return func(i int, holding bool, until time.Time) {
 		lease := cluster.PartitionLease(name, i, n)
 		if !holding {
-			// The questions about its keys go to the next holder from now;
-			// none answering meanwhile, each shaper answers from its own
-			// drainer.
-			if err := line.answers.Serve(i, false); err != nil {
-				s.log.Warn("answers: stop serving a partition", "policy", name, "partition", i, "err", err)
-			}
 			line.SetPartition(i, false, until)
 			since := time.Now().Add(-line.Policy().Outflow.Interval())
 			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, line.Drain.Part(i).LastStarts(since))
+			// Released, its drainer still knows what the next holder will
+			// do (its keys' depths and last attempts): it answers the
+			// questions about them until the lease is given up.
+			if err := line.answers.Serve(i, false); err != nil {
+				s.log.Warn("answers: stop serving a partition", "policy", name, "partition", i, "err", err)
+			}
 			return
 		}
 		if !line.Drain.Part(i).Active() { // taken, not renewed
+			// Its count of the keys' jobs lacks the previous holder's
+			// last removals: read it afresh before delivering and
+			// answering.
+			line.Drain.Recount(ctx, i)
 			if last := s.cluster.Handover(ctx, lease); len(last) > 0 {
 				line.Drain.Part(i).KeepPace(last)
 			}

@@ -58,9 +58,14 @@ type View struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	subs []*nats.Subscription // by partition, while this shaper serves it
+	mu        sync.Mutex
+	subs      []*nats.Subscription // by partition, while this shaper serves it
+	recounted []time.Time          // by partition, when a fallback last recounted it
 }
+
+// recountEvery bounds how often a View recounts a partition whose holder
+// does not answer, before answering from its passive drainer.
+const recountEvery = 250 * time.Millisecond
 
 // New returns the View of policy's group g, asking and answering over nc.
 func New(nc *nats.Conn, policy string, g *drain.Group, cfg Config) *View {
@@ -72,7 +77,7 @@ func New(nc *nats.Conn, policy string, g *drain.Group, cfg Config) *View {
 	}
 	return &View{
 		nc: nc, root: Subject(policy, g.Partitions()), g: g, timeout: cfg.Timeout,
-		log: cfg.Logger.With("policy", policy), subs: make([]*nats.Subscription, g.Partitions()),
+		log: cfg.Logger.With("policy", policy), subs: make([]*nats.Subscription, g.Partitions()), recounted: make([]time.Time, g.Partitions()),
 	}
 }
 
@@ -179,13 +184,34 @@ func (v *View) ask(q question) (reply, bool) {
 	}
 	m, err := v.nc.Request(partSubject(v.root, i), data, v.timeout)
 	if err != nil {
-		return reply{}, false // no holder (nats.ErrNoResponders), or a slow one
+		// No holder (nats.ErrNoResponders: between two, or one just
+		// killed), or a slow one: the passive drainer answers, from a
+		// count of the partition's jobs read afresh, since it does not see
+		// the holder's removals.
+		v.recount(i)
+		return reply{}, false
 	}
 	var r reply
 	if json.Unmarshal(m.Data, &r) != nil {
 		return reply{}, false
 	}
 	return r, true
+}
+
+// recount reads partition i's depths afresh (drain.Group.Recount), at
+// most every recountEvery.
+func (v *View) recount(i int) {
+	v.mu.Lock()
+	due := time.Since(v.recounted[i]) >= recountEvery
+	if due {
+		v.recounted[i] = time.Now()
+	}
+	v.mu.Unlock()
+	if due {
+		ctx, cancel := context.WithTimeout(context.Background(), v.timeout)
+		v.g.Recount(ctx, i)
+		cancel()
+	}
 }
 
 // Key returns the status of the key with token token (drain.Drainer.Key),
