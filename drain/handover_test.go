@@ -3,6 +3,7 @@ package drain_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,5 +68,54 @@ func TestGroupHandOverOnJetStream(t *testing.T) {
 		if seen[d.id] > 1 {
 			t.Errorf("job %s delivered twice across a graceful hand-over", d.id)
 		}
+	}
+}
+
+// A passive partition counts its keys' jobs from a count of the queue that
+// the partitions share (resync); a count read before a job the partition
+// was told of must not serve it. It would keep, of the key's jobs, as many
+// of the newest as the count says are left, dropping a job still stored
+// instead of an older one gone: taken over, the partition would deliver
+// the key's later job and leave that one stranded.
+func TestGroupRecountsAfterTheJobsItWasToldOf(t *testing.T) {
+	clock := &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	sink := sinkFunc(func(_ context.Context, d *drain.Delivery) error {
+		got = append(got, d.Msg.ID)
+		return nil
+	})
+	g := drain.NewGroup(q, 2, sink, drain.Pace{Interval: 100 * time.Millisecond}, drain.Config{Clock: clock, Passive: true})
+	defer g.Stop()
+	ctx := context.Background()
+	g.Advance(ctx, clock.Now()) // the watch starts
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("k", i); drain.PartitionOf(tokenOf(t, k), 2) == 1 {
+			key = k
+		}
+	}
+	admit := func(id string) {
+		if _, err := q.Admit(ctx, queue.Job{ID: id, Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admit("first")
+	g.Part(0).ResyncNow(ctx) // the queue's counts, read now: one job of key
+	admit("second")
+	g.Part(1).ResyncNow(ctx) // told of both jobs: the count above must not serve
+	g.SetAllActive(true)
+	for {
+		next, ok := g.Advance(ctx, clock.Now())
+		if !ok {
+			break
+		}
+		clock.set(next)
+	}
+	if want := []string{"first", "second"}; !slices.Equal(got, want) {
+		t.Errorf("delivered %v, want %v", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package drain
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaper-dev/shaper/queue"
@@ -22,9 +23,14 @@ type hub struct {
 	seen       uint64        // highest sequence dispatched
 	seenMore   chan struct{} // closed when seen grows, made by awaitSeen
 
-	depthMu sync.Mutex
-	depthAt time.Time
-	depths  []map[string]uint64 // by partition, read at depthAt
+	// dispatching is the highest sequence whose dispatch began: a
+	// partition may have counted the job from then on.
+	dispatching atomic.Uint64
+
+	depthMu   sync.Mutex
+	depthAt   time.Time
+	depthSeen uint64              // dispatching when the read of depths began
+	depths    []map[string]uint64 // by partition, read at depthAt
 }
 
 // depthsFresh is how long one count of the queue's depths serves the
@@ -63,6 +69,9 @@ func (h *hub) register(i int, fn func(queue.Notice)) bool {
 // it one notice at a time, in order; it starts once every partition has
 // registered, so h.fns no longer changes.
 func (h *hub) dispatch(n queue.Notice) {
+	if n.Seq > h.dispatching.Load() {
+		h.dispatching.Store(n.Seq) // one watch dispatches, in order
+	}
 	h.fns[PartitionOf(n.Token, h.n)](n)
 	h.mu.Lock()
 	if n.Seq > h.seen {
@@ -98,11 +107,17 @@ func (h *hub) awaitSeen(ctx context.Context, seq uint64) bool {
 }
 
 // tokenDepths returns partition i's part of the queue's depths, read at
-// most depthsFresh ago.
+// most depthsFresh ago, and after every job the watch has dispatched so
+// far was stored. A partition sets its keys' depths from the count and
+// keeps, of the jobs it was told of, as many of the newest as the count
+// says are left (Drainer.resync): a count read before a job it was told
+// of would drop that job, not an older one already gone, and the key's
+// next drainer would deliver the job after later ones.
 func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error) {
 	h.depthMu.Lock()
 	defer h.depthMu.Unlock()
-	if h.depths == nil || time.Since(h.depthAt) > depthsFresh {
+	if h.depths == nil || time.Since(h.depthAt) > depthsFresh || h.dispatching.Load() > h.depthSeen {
+		seen := h.dispatching.Load()
 		all, err := h.q.TokenDepths(ctx)
 		if err != nil {
 			return nil, err
@@ -114,7 +129,7 @@ func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error)
 		for token, n := range all {
 			split[PartitionOf(token, h.n)][token] = n
 		}
-		h.depths, h.depthAt = split, time.Now()
+		h.depths, h.depthAt, h.depthSeen = split, time.Now(), seen
 	}
 	return h.depths[i], nil
 }
