@@ -119,3 +119,62 @@ func TestGroupRecountsAfterTheJobsItWasToldOf(t *testing.T) {
 		t.Errorf("delivered %v, want %v", got, want)
 	}
 }
+
+// A hand-over keeps each key's place in the total cap's rounds: the next
+// drainer, told the keys' last starts (LastStarts, KeepPace), starts each
+// key's next job in the slot the first drainer had reserved for it, not
+// in the next slot free, a round early: the answers producers were given
+// before the hand-over come true.
+func TestHandOverKeepsTheCapsRounds(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &virtualClock{now: t0}
+	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]time.Duration{}
+	sink := sinkFunc(func(_ context.Context, d *drain.Delivery) error {
+		got[d.Msg.ID] = clock.Now().Sub(t0)
+		return nil
+	})
+	// 1/s per key, 2/s over all: four keys take a slot each in turn.
+	pace := drain.Pace{Interval: time.Second, Total: 500 * time.Millisecond}
+	a := drain.New(q, sink, pace, drain.Config{Clock: clock})
+	b := drain.New(q, sink, pace, drain.Config{Clock: clock, Passive: true})
+	defer a.Stop()
+	defer b.Stop()
+	ctx := context.Background()
+	a.Advance(ctx, t0)
+	b.Advance(ctx, t0)
+	for k := range 4 {
+		if _, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint("k", k), Key: fmt.Sprint("k", k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Advance(ctx, t0) // k0 starts; k1, k2, k3 get the cap's next slots
+	want := map[string]time.Duration{"k0": 0, "k1": 500 * time.Millisecond, "k2": time.Second, "k3": 1500 * time.Millisecond}
+	for k := 1; k < 4; k++ { // what a producer was told
+		id := fmt.Sprint("k", k)
+		if in := a.StartIn(tokenOf(t, id), 1, t0); in != want[id] {
+			t.Fatalf("StartIn(%s) = %v, want %v", id, in, want[id])
+		}
+	}
+	clock.set(t0.Add(100 * time.Millisecond))
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.KeepPace(a.LastStarts(clock.Now().Add(-pace.Interval)))
+	b.SetActive(true)
+	for {
+		next, ok := b.Advance(ctx, clock.Now())
+		if !ok {
+			break
+		}
+		clock.set(next)
+	}
+	for id, at := range want {
+		if got[id] != at {
+			t.Errorf("%s started at %v, want %v (the slot the first drainer reserved)", id, got[id], at)
+		}
+	}
+}
