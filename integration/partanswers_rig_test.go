@@ -29,17 +29,60 @@ type partRig struct {
 	keys   [][]string // by partition
 	policy string
 	parts  int
+
+	mu   sync.Mutex
+	jobs map[string][]string // key → every job accepted, in submission order
 }
 
-// partRigPolicy is the rig's policy: 2/s per key (a slot of 500 ms), a
-// total of 16/s, so each of 4 partitions paces its keys at 4/s (250 ms
-// apart): with three keys waiting in a partition the cap binds (a round
-// of 750 ms), with two or fewer the key's own outflow does.
+// accepted records that job id of key was answered 202.
+func (r *partRig) accepted(key, id string) {
+	r.mu.Lock()
+	r.jobs[key] = append(r.jobs[key], id)
+	r.mu.Unlock()
+}
+
+// checkOrder waits until every job accepted reached the webhook and checks
+// that each key's came in the order they were submitted.
+func (r *partRig) checkOrder() {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ids := range r.jobs {
+		n += len(ids)
+	}
+	waitFor(r.t, 90*time.Second, fmt.Sprintf("all %d jobs accepted at the webhook", n), func() bool {
+		for _, ids := range r.jobs {
+			for _, id := range ids {
+				if _, ok := r.w.arrived(id); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for key, ids := range r.jobs {
+		var last time.Time
+		for i, id := range ids {
+			at, _ := r.w.arrived(id)
+			if at.Before(last) {
+				r.t.Errorf("key %s: its job %d (of %d) arrived %v before the one submitted before it", key, i, len(ids), last.Sub(at))
+			}
+			last = at
+		}
+	}
+	r.t.Logf("%d jobs accepted, each key's delivered in order", n)
+}
+
+// partRigPolicy is the rig's policy: 1/s per key (a slot of 1 s), a total
+// of 8/s, so each of 4 partitions paces its keys at 2/s (500 ms apart):
+// with three or four keys waiting in a partition the cap binds (a round of
+// 1.5–2 s), with one or two the key's own outflow does.
 const (
 	partRigParts  = 4
-	partRigSlot   = 500 * time.Millisecond
+	partRigSlot   = time.Second
 	partRigLease  = 1500 * time.Millisecond
-	partRigPolicy = "policies:\n  - {name: pa, outflow: 2/s, total: 16/s, queue: 8, partitions: 4, deliver: {webhook: %q}}\n"
+	partRigPolicy = "policies:\n  - {name: pa, outflow: 1/s, total: 8/s, queue: 6, partitions: 4, deliver: {webhook: %q}}\n"
 )
 
 // startPartRig starts a JetStream server, the webhook and shapers shapers
@@ -48,7 +91,7 @@ const (
 func startPartRig(t *testing.T, shapers, capacity, keysPer int) *partRig {
 	t.Helper()
 	natsURL := startNATS(t)
-	r := &partRig{t: t, w: startWebhook(t), policy: "pa", parts: partRigParts}
+	r := &partRig{t: t, w: startWebhook(t), policy: "pa", parts: partRigParts, jobs: map[string][]string{}}
 	policyFile := writePolicies(t, fmt.Sprintf(partRigPolicy, r.w.url))
 	ports := freePorts(t, capacity)
 	for i := range capacity {
@@ -160,6 +203,8 @@ func (r *partRig) terminate(i int) {
 type answerOf struct {
 	shaper  int  // the shaper asked
 	holding bool // it drained the key's partition when asked
+	key     string
+	part    int // the key's partition
 	kind    string
 	what    string
 	id      string    // the job accepted (202), to find its arrival
@@ -181,7 +226,8 @@ func (r *partRig) submit(i int, key string, holders []int) (answerOf, bool) {
 	if err != nil || res.Outcome != client.OutcomeAccepted {
 		r.t.Fatalf("submit %s through shaper %d: %+v, %v", key, i, res, err)
 	}
-	return answerOf{shaper: i, holding: r.holds(i, key, holders), kind: "eta", id: res.ID, want: asked.Add(res.ETA),
+	r.accepted(key, res.ID)
+	return answerOf{shaper: i, holding: r.holds(i, key, holders), key: key, part: r.partOf(key), kind: "eta", id: res.ID, want: asked.Add(res.ETA),
 		what: fmt.Sprintf("%s eta %v", key, res.ETA)}, true
 }
 
@@ -196,9 +242,10 @@ func (r *partRig) partOf(key string) int {
 
 func (r *partRig) holds(i int, key string, holders []int) bool { return holders[r.partOf(key)] == i }
 
-// wave submits n jobs to every key, key after key, each job through the
-// next live shaper in turn, and returns their answers.
-func (r *partRig) wave(n int, tag string) []answerOf {
+// wave submits n jobs to keys only (indexes into each partition's keys),
+// key after key, each job through the next live shaper in turn, and
+// returns their answers.
+func (r *partRig) wave(n int, tag string, only ...int) []answerOf {
 	r.t.Helper()
 	holders := r.holders()
 	live := r.live()
@@ -206,7 +253,8 @@ func (r *partRig) wave(n int, tag string) []answerOf {
 	turn := 0
 	for j := range n {
 		for _, ks := range r.keys {
-			for _, key := range ks {
+			for _, k := range only {
+				key := ks[k]
 				i := live[turn%len(live)]
 				turn++
 				a, ok := r.submit(i, key, holders)
@@ -225,7 +273,7 @@ func (r *partRig) wave(n int, tag string) []answerOf {
 // and fills in when.
 func (r *partRig) arrivals(answers []answerOf) {
 	r.t.Helper()
-	waitFor(r.t, 60*time.Second, "every job answered 202 at the webhook", func() bool {
+	waitFor(r.t, 90*time.Second, "every job answered 202 at the webhook", func() bool {
 		for _, a := range answers {
 			if _, ok := r.w.arrived(a.id); a.id != "" && !ok {
 				return false
@@ -240,60 +288,65 @@ func (r *partRig) arrivals(answers []answerOf) {
 	}
 }
 
-// retryAfter fills key to its limit through shaper i and returns the
-// 429's Retry-After, checked against when shaper i next accepts a job of
-// the key (asked every 20 ms; refusals change nothing).
-func (r *partRig) retryAfter(i int, key, tag string, holders []int) answerOf {
+// refusal fills key to its limit through shaper i and returns the 429's
+// Retry-After (got is filled in by awaitRoom).
+func (r *partRig) refusal(i int, key, tag string, holders []int) answerOf {
+	r.t.Helper()
 	ctx := context.Background()
 	for n := 0; ; n++ {
 		asked := time.Now()
 		res, err := r.subs[i].api.Submit(ctx, r.policy, key, []byte("x"))
 		if err == nil && res.Outcome == client.OutcomeRejected {
-			a := answerOf{shaper: i, holding: r.holds(i, key, holders), kind: tag, want: asked.Add(res.RetryAfter),
-				what: fmt.Sprintf("%s Retry-After %v", key, res.RetryAfter)}
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				res, err := r.subs[i].api.Submit(ctx, r.policy, key, []byte("x"))
-				if err == nil && res.Outcome == client.OutcomeAccepted {
-					a.got = time.Now()
-					return a
-				}
-				if err != nil && !strings.Contains(err.Error(), "full") {
-					r.t.Errorf("submit %s through shaper %d while full: %v", key, i, err)
-					return a
-				}
-			}
-			r.t.Errorf("%s: shaper %d never accepted a job again", key, i)
-			return a
+			return answerOf{shaper: i, holding: r.holds(i, key, holders), key: key, part: r.partOf(key), kind: tag,
+				want: asked.Add(res.RetryAfter), what: fmt.Sprintf("%s Retry-After %v", key, res.RetryAfter)}
 		}
-		if err != nil || res.Outcome != client.OutcomeAccepted || n == 10 {
+		if err != nil || res.Outcome != client.OutcomeAccepted || n == 20 {
 			r.t.Fatalf("filling %s through shaper %d: %+v, %v", key, i, res, err)
 		}
+		r.accepted(key, res.ID)
 	}
 }
 
-// retryAfters asks every live shaper, at once, for a 429 of a key of each
-// partition (a key of its own, so that one shaper's acceptance does not
-// end another's wait) and returns the answers.
-func (r *partRig) retryAfters(tag string, keyIndex func(i int) int) []answerOf {
+// refusals asks each of shapers for a 429 of a key of each partition: a
+// key of its own, the n-th shaper the partition's n-th key, so that one
+// shaper's acceptance does not end another's wait.
+func (r *partRig) refusals(tag string, shapers ...int) []answerOf {
+	r.t.Helper()
 	holders := r.holders()
-	var (
-		mu  sync.Mutex
-		out []answerOf
-		wg  sync.WaitGroup
-	)
-	for _, i := range r.live() {
+	var out []answerOf
+	for n, i := range shapers {
 		for _, ks := range r.keys {
-			key := ks[keyIndex(i)]
-			wg.Go(func() {
-				a := r.retryAfter(i, key, tag, holders)
-				mu.Lock()
-				out = append(out, a)
-				mu.Unlock()
-			})
+			out = append(out, r.refusal(i, ks[n], tag, holders))
 		}
 	}
-	wg.Wait()
 	return out
+}
+
+// awaitRoom finds, for each 429 of answers, when the shaper that gave it
+// next accepts a job of its key (asked every 50 ms; refusals change
+// nothing), all at once.
+func (r *partRig) awaitRoom(answers []answerOf) {
+	var wg sync.WaitGroup
+	for n := range answers {
+		a := &answers[n]
+		wg.Go(func() {
+			ctx := context.Background()
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				res, err := r.subs[a.shaper].api.Submit(ctx, r.policy, a.key, []byte("x"))
+				if err == nil && res.Outcome == client.OutcomeAccepted {
+					a.got = time.Now()
+					r.accepted(a.key, res.ID)
+					return
+				}
+				if err != nil && !strings.Contains(err.Error(), "full") {
+					r.t.Errorf("submit %s through shaper %d while full: %v", a.key, a.shaper, err)
+					return
+				}
+			}
+			r.t.Errorf("%s: shaper %d never accepted a job again", a.key, a.shaper)
+		})
+	}
+	wg.Wait()
 }
 
 // spread sums up answers' offsets (arrival − promise) for the log.
@@ -325,16 +378,24 @@ func report(t *testing.T, answers []answerOf) (holding, passive []answerOf) {
 	}
 	t.Logf("SPREAD %s: asked of the partition's drainer: %s", answers[0].kind, spread(holding))
 	t.Logf("SPREAD %s: asked of another shaper: %s", answers[0].kind, spread(passive))
+	t.Logf("SPREAD %s: all: %s", answers[0].kind, spread(answers))
 	return holding, passive
 }
 
 // within checks that every answer came true within tolerance.
 func within(t *testing.T, answers []answerOf, tolerance time.Duration) {
 	t.Helper()
+	between(t, answers, -tolerance, tolerance)
+}
+
+// between checks that every answer came true between early and late
+// after the time it said.
+func between(t *testing.T, answers []answerOf, early, late time.Duration) {
+	t.Helper()
 	for _, a := range answers {
-		if off := a.off(); off > tolerance || off < -tolerance {
-			t.Errorf("%s, from shaper %d (holding its partition: %v): came true %v after the answer, more than %v apart",
-				a.what, a.shaper, a.holding, off.Round(time.Millisecond), tolerance)
+		if off := a.off(); off > late || off < early {
+			t.Errorf("%s, from shaper %d (holding its partition: %v): came true %v after the answer, want within [%v, %v]",
+				a.what, a.shaper, a.holding, off.Round(time.Millisecond), early, late)
 		}
 	}
 }
