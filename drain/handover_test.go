@@ -178,3 +178,43 @@ func TestHandOverKeepsTheCapsRounds(t *testing.T) {
 		}
 	}
 }
+
+// A passive partition sees every job stored but not the removals of the
+// partition's drainer on another shaper; Recount, when it is taken over,
+// reads its keys' depths afresh.
+func TestGroupRecount(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &virtualClock{now: t0}
+	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pace := drain.Pace{Interval: 100 * time.Millisecond}
+	a := drain.New(q, sinkFunc(func(context.Context, *drain.Delivery) error { return nil }), pace, drain.Config{Clock: clock})
+	b := drain.NewGroup(q, 2, sinkFunc(func(context.Context, *drain.Delivery) error { return nil }), pace, drain.Config{Clock: clock, Passive: true})
+	defer a.Stop()
+	defer b.Stop()
+	ctx := context.Background()
+	a.Advance(ctx, t0)
+	b.Advance(ctx, t0)
+	for i := range 3 {
+		if _, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint("j", i), Key: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for clock.Now().Before(t0.Add(time.Second)) { // a delivers every job and frees its slot
+		next, ok := a.Advance(ctx, clock.Now())
+		if !ok {
+			break
+		}
+		clock.set(next)
+	}
+	tok := tokenOf(t, "k")
+	if got := b.Key(tok, clock.Now()).Queued; got != 3 {
+		t.Fatalf("passive Queued = %d before Recount, want 3 (it saw the jobs stored, not their removal): the rig is wrong", got)
+	}
+	b.Recount(ctx, drain.PartitionOf(tok, 2))
+	if got := b.Key(tok, clock.Now()).Queued; got != 0 {
+		t.Errorf("Queued after Recount = %d, want 0", got)
+	}
+}
