@@ -78,11 +78,7 @@ func TestGroupHandOverOnJetStream(t *testing.T) {
 // instead of an older one gone: taken over, the partition would deliver
 // the key's later job and leave that one stranded.
 func TestGroupRecountsAfterTheJobsItWasToldOf(t *testing.T) {
-	clock := &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, q := virtualQueue(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var got []string
 	sink := sinkFunc(func(_ context.Context, d *drain.Delivery) error {
 		got = append(got, d.Msg.ID)
@@ -108,13 +104,7 @@ func TestGroupRecountsAfterTheJobsItWasToldOf(t *testing.T) {
 	admit("second")
 	g.Part(1).ResyncNow(ctx) // told of both jobs: the count above must not serve
 	g.SetAllActive(true)
-	for {
-		next, ok := g.Advance(ctx, clock.Now())
-		if !ok {
-			break
-		}
-		clock.set(next)
-	}
+	advanceAll(ctx, g, clock)
 	if want := []string{"first", "second"}; !slices.Equal(got, want) {
 		t.Errorf("delivered %v, want %v", got, want)
 	}
@@ -127,11 +117,7 @@ func TestGroupRecountsAfterTheJobsItWasToldOf(t *testing.T) {
 // before the hand-over come true.
 func TestHandOverKeepsTheCapsRounds(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := &virtualClock{now: t0}
-	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, q := virtualQueue(t, t0)
 	got := map[string]time.Duration{}
 	sink := sinkFunc(func(_ context.Context, d *drain.Delivery) error {
 		got[d.Msg.ID] = clock.Now().Sub(t0)
@@ -165,13 +151,7 @@ func TestHandOverKeepsTheCapsRounds(t *testing.T) {
 	}
 	b.KeepPace(a.LastStarts(clock.Now().Add(-pace.Interval)))
 	b.SetActive(true)
-	for {
-		next, ok := b.Advance(ctx, clock.Now())
-		if !ok {
-			break
-		}
-		clock.set(next)
-	}
+	advanceAll(ctx, b, clock)
 	for id, at := range want {
 		if got[id] != at {
 			t.Errorf("%s started at %v, want %v (the slot the first drainer reserved)", id, got[id], at)
@@ -184,11 +164,7 @@ func TestHandOverKeepsTheCapsRounds(t *testing.T) {
 // reads its keys' depths afresh.
 func TestGroupRecount(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := &virtualClock{now: t0}
-	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, q := virtualQueue(t, t0)
 	pace := drain.Pace{Interval: 100 * time.Millisecond}
 	a := drain.New(q, sinkFunc(func(context.Context, *drain.Delivery) error { return nil }), pace, drain.Config{Clock: clock})
 	b := drain.NewGroup(q, 2, sinkFunc(func(context.Context, *drain.Delivery) error { return nil }), pace, drain.Config{Clock: clock, Passive: true})
@@ -202,13 +178,7 @@ func TestGroupRecount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for clock.Now().Before(t0.Add(time.Second)) { // a delivers every job and frees its slot
-		next, ok := a.Advance(ctx, clock.Now())
-		if !ok {
-			break
-		}
-		clock.set(next)
-	}
+	advanceAll(ctx, a, clock) // a delivers every job and frees its slot
 	tok := tokenOf(t, "k")
 	if got := b.Key(tok, clock.Now()).Queued; got != 3 {
 		t.Fatalf("passive Queued = %d before Recount, want 3 (it saw the jobs stored, not their removal): the rig is wrong", got)
@@ -216,5 +186,30 @@ func TestGroupRecount(t *testing.T) {
 	b.Recount(ctx, drain.PartitionOf(tok, 2))
 	if got := b.Key(tok, clock.Now()).Queued; got != 0 {
 		t.Errorf("Queued after Recount = %d, want 0", got)
+	}
+}
+
+// virtualQueue returns a MemQueue of 10 jobs per key on a virtual clock
+// reading start.
+func virtualQueue(t *testing.T, start time.Time) (*virtualClock, *drain.MemQueue) {
+	t.Helper()
+	clock := &virtualClock{now: start}
+	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clock, q
+}
+
+// advanceAll drives d on clock until it has nothing left to do.
+func advanceAll(ctx context.Context, d interface {
+	Advance(context.Context, time.Time) (time.Time, bool)
+}, clock *virtualClock) {
+	for {
+		next, ok := d.Advance(ctx, clock.Now())
+		if !ok {
+			return
+		}
+		clock.set(next)
 	}
 }

@@ -152,11 +152,13 @@ func (s *Shaper) reportShutdown() (stop func()) {
 }
 
 // partitionHeld returns what a shaper does when it takes or gives up
-// partition i of policy name, served by line: it keeps the pace of the
-// keys the previous holder handed over (cluster.Handover) and starts
-// delivering; or it stops, frees the slots of the jobs it delivered
-// (pipeline.Pipeline.SetPartition) and leaves its keys' last attempts for
-// the next holder. Renewals of a holding only move its bound on.
+// partition i of policy name, served by line: it recounts the keys' jobs,
+// keeps the pace of the keys the previous holder handed over
+// (cluster.Handover), starts delivering and answers the other shapers'
+// questions about its keys (answers.View.Serve); or it stops, frees the
+// slots of the jobs it delivered (pipeline.Pipeline.SetPartition), leaves
+// its keys' last attempts for the next holder and stops answering.
+// Renewals of a holding only move its bound on.
 func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) func(i int, holding bool, until time.Time) {
 	n := line.Drain.Partitions()
 	// Each partition's lease calls from a goroutine of its own, so whether
