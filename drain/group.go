@@ -152,7 +152,7 @@ func (g *Group) SetAllActive(on bool) {
 // over, before SetActive(i, true); it does nothing to an active one.
 func (g *Group) Recount(ctx context.Context, i int) {
 	if g.hub != nil {
-		g.hub.forgetDepths()
+		g.hub.recountFrom(i, time.Now())
 	}
 	g.parts[i].resync(ctx)
 }

@@ -28,9 +28,10 @@ type hub struct {
 	dispatching atomic.Uint64
 
 	depthMu   sync.Mutex
-	depthAt   time.Time
-	depthSeen uint64              // dispatching when the read of depths began
-	depths    []map[string]uint64 // by partition, read at depthAt
+	depthAt   time.Time           // when the read of depths began
+	depthSeen uint64              // dispatching then
+	depths    []map[string]uint64 // by partition
+	bars      []time.Time         // by partition: serve it only a read begun since (recountFrom)
 }
 
 // depthsFresh is how long one count of the queue's depths serves the
@@ -39,7 +40,7 @@ type hub struct {
 const depthsFresh = time.Second
 
 func newHub(q Queue, n int) *hub {
-	return &hub{q: q, n: n, fns: make([]func(queue.Notice), n)}
+	return &hub{q: q, n: n, fns: make([]func(queue.Notice), n), bars: make([]time.Time, n)}
 }
 
 // view returns partition i's view of the queue: a syncView when the queue
@@ -116,8 +117,8 @@ func (h *hub) awaitSeen(ctx context.Context, seq uint64) bool {
 func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error) {
 	h.depthMu.Lock()
 	defer h.depthMu.Unlock()
-	if h.depths == nil || time.Since(h.depthAt) > depthsFresh || h.dispatching.Load() > h.depthSeen {
-		seen := h.dispatching.Load()
+	if h.depths == nil || time.Since(h.depthAt) > depthsFresh || h.dispatching.Load() > h.depthSeen || h.depthAt.Before(h.bars[i]) {
+		seen, at := h.dispatching.Load(), time.Now()
 		all, err := h.q.TokenDepths(ctx)
 		if err != nil {
 			return nil, err
@@ -129,16 +130,17 @@ func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error)
 		for token, n := range all {
 			split[PartitionOf(token, h.n)][token] = n
 		}
-		h.depths, h.depthAt, h.depthSeen = split, time.Now(), seen
+		h.depths, h.depthAt, h.depthSeen = split, at, seen
 	}
 	return h.depths[i], nil
 }
 
-// forgetDepths drops the count of the queue's depths: the next partition
-// asking reads them afresh.
-func (h *hub) forgetDepths() {
+// recountFrom makes partition i's next count of depths one read from now
+// on: partitions taken over together share one read begun after each was
+// taken, instead of reading the queue once each.
+func (h *hub) recountFrom(i int, now time.Time) {
 	h.depthMu.Lock()
-	h.depths = nil
+	h.bars[i] = now
 	h.depthMu.Unlock()
 }
 
