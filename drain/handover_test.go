@@ -127,15 +127,10 @@ func TestHandOverKeepsTheCapsRounds(t *testing.T) {
 	pace := drain.Pace{Interval: time.Second, Total: 500 * time.Millisecond}
 	a := drain.New(q, sink, pace, drain.Config{Clock: clock})
 	b := drain.New(q, sink, pace, drain.Config{Clock: clock, Passive: true})
-	defer a.Stop()
-	defer b.Stop()
+	startDriven(t, t0, a, b)
 	ctx := context.Background()
-	a.Advance(ctx, t0)
-	b.Advance(ctx, t0)
 	for k := range 4 {
-		if _, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint("k", k), Key: fmt.Sprint("k", k)}); err != nil {
-			t.Fatal(err)
-		}
+		admitJob(t, q, fmt.Sprint("k", k), fmt.Sprint("k", k))
 	}
 	a.Advance(ctx, t0) // k0 starts; k1, k2, k3 get the cap's next slots
 	want := map[string]time.Duration{"k0": 0, "k1": 500 * time.Millisecond, "k2": time.Second, "k3": 1500 * time.Millisecond}
@@ -168,15 +163,10 @@ func TestGroupRecount(t *testing.T) {
 	pace := drain.Pace{Interval: 100 * time.Millisecond}
 	a := drain.New(q, sinkFunc(func(context.Context, *drain.Delivery) error { return nil }), pace, drain.Config{Clock: clock})
 	b := drain.NewGroup(q, 2, sinkFunc(func(context.Context, *drain.Delivery) error { return nil }), pace, drain.Config{Clock: clock, Passive: true})
-	defer a.Stop()
-	defer b.Stop()
+	startDriven(t, t0, a, b)
 	ctx := context.Background()
-	a.Advance(ctx, t0)
-	b.Advance(ctx, t0)
 	for i := range 3 {
-		if _, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint("j", i), Key: "k"}); err != nil {
-			t.Fatal(err)
-		}
+		admitJob(t, q, fmt.Sprint("j", i), "k")
 	}
 	advanceAll(ctx, a, clock) // a delivers every job and frees its slot
 	tok := tokenOf(t, "k")
@@ -201,15 +191,36 @@ func virtualQueue(t *testing.T, start time.Time) (*virtualClock, *drain.MemQueue
 	return clock, q
 }
 
+// driven is a Drainer or a Group driven on a virtual clock.
+type driven interface {
+	Advance(ctx context.Context, now time.Time) (time.Time, bool)
+	Stop()
+}
+
+// startDriven makes each of ds a driven one at t0 (their watches of the
+// queue start), stopped when the test ends.
+func startDriven(t *testing.T, t0 time.Time, ds ...driven) {
+	for _, d := range ds {
+		t.Cleanup(d.Stop)
+		d.Advance(context.Background(), t0)
+	}
+}
+
 // advanceAll drives d on clock until it has nothing left to do.
-func advanceAll(ctx context.Context, d interface {
-	Advance(context.Context, time.Time) (time.Time, bool)
-}, clock *virtualClock) {
+func advanceAll(ctx context.Context, d driven, clock *virtualClock) {
 	for {
 		next, ok := d.Advance(ctx, clock.Now())
 		if !ok {
 			return
 		}
 		clock.set(next)
+	}
+}
+
+// admitJob stores job id of key in q.
+func admitJob(t *testing.T, q *drain.MemQueue, id, key string) {
+	t.Helper()
+	if _, err := q.Admit(context.Background(), queue.Job{ID: id, Key: key}); err != nil {
+		t.Fatal(err)
 	}
 }
