@@ -115,8 +115,10 @@ func testAnswersHandOver(t *testing.T) {
 // again and takes a slot), never early beyond the tolerance; an answer
 // given while the partition has no drainer comes from a passive drainer
 // that does not know when the lease will be taken over, so it is late by
-// as much; the new holder's answers are within one slot again, like
-// every answer about the partitions whose drainer lives.
+// as much, nor the keys' places under the cap, nor which of their jobs
+// were delivered and wait to be freed, so it may also be early by up to a
+// round of the cap; the new holder's answers are within one slot again,
+// like every answer about the partitions whose drainer lives.
 func testAnswersCrash(t *testing.T) {
 	r := startPartRig(t, 3, 3, 4)
 	holders := r.waitShared()
@@ -151,7 +153,14 @@ func testAnswersCrash(t *testing.T) {
 		orphaned, kept := byPartition(answers, orphans)
 		report(t, orphaned)
 		report(t, kept)
-		between(t, orphaned, -answerTolerance, late)
+		early := answerTolerance
+		if len(answers) > 0 && answers[0].kind == "while-crash" {
+			// From a passive drainer, which counts the jobs the killed
+			// shaper delivered and had not freed yet as waiting, and knows
+			// nothing of the keys' places under the cap: up to a round.
+			early = moveTolerance
+		}
+		between(t, orphaned, -early, late)
 		within(t, kept, answerTolerance)
 	}
 	for _, answers := range [][]answerOf{ofKind(etas, "after-crash"), after} {
