@@ -368,6 +368,9 @@ func spread(answers []answerOf) string {
 // so.
 func report(t *testing.T, answers []answerOf) (holding, passive []answerOf) {
 	t.Helper()
+	if len(answers) == 0 {
+		return nil, nil
+	}
 	for _, a := range answers {
 		t.Logf("%-10s shaper %d (holding %-5v) %-40s arrived %+v after the answer", a.kind, a.shaper, a.holding, a.what, a.off().Round(time.Millisecond))
 		if a.holding {
