@@ -17,11 +17,12 @@ const answerTolerance = partRigSlot + answerSlack
 
 // moveTolerance is how far an answer given before a graceful hand-over of
 // its partition may be off: one round of the partition's cap (4 keys, 500
-// ms apart), and the slack. The next holder keeps each key's pace and its
-// own slot reserved under the cap (drain.Drainer.LastStarts), but not the
-// cap's other reservations: keys with no slot reserved may take theirs
-// first, and move a key by up to a round.
-const moveTolerance = 4*partRigSlot/2 + answerSlack
+// ms apart), one slot of the cap for the pause of the hand-over itself,
+// and the slack. The next holder keeps each key's pace and its own slot
+// reserved under the cap (drain.Drainer.LastStarts), but not the cap's
+// other reservations: keys with no slot reserved may take theirs first,
+// and move a key by up to a round.
+const moveTolerance = 4*partRigSlot/2 + partRigSlot/2 + answerSlack
 
 // TestPartitionedAnswers checks what shapers draining a policy in 4
 // partitions promise producers against what a real consumer then sees:
