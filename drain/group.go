@@ -143,6 +143,20 @@ func (g *Group) SetAllActive(on bool) {
 	}
 }
 
+// Recount sets the depths of partition i's keys from the queue's counts,
+// read now. A passive partition sees every job stored, through the watch,
+// but the removals of the shaper delivering it only when it recounts
+// (every resyncPeriod, from a count at most depthsFresh old): taken over
+// with those, it would count jobs already gone as waiting, and promise
+// its keys' next jobs that many slots late. Call it on a partition taken
+// over, before SetActive(i, true); it does nothing to an active one.
+func (g *Group) Recount(ctx context.Context, i int) {
+	if g.hub != nil {
+		g.hub.recountFrom(i, time.Now())
+	}
+	g.parts[i].resync(ctx)
+}
+
 // HoldUntil bounds when partition i's deliveries may start: the end of its
 // lease (Drainer.HoldUntil).
 func (g *Group) HoldUntil(i int, until time.Time) { g.parts[i].HoldUntil(until) }

@@ -3,6 +3,7 @@ package drain
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaper-dev/shaper/queue"
@@ -22,9 +23,15 @@ type hub struct {
 	seen       uint64        // highest sequence dispatched
 	seenMore   chan struct{} // closed when seen grows, made by awaitSeen
 
-	depthMu sync.Mutex
-	depthAt time.Time
-	depths  []map[string]uint64 // by partition, read at depthAt
+	// dispatching is the highest sequence whose dispatch began: a
+	// partition may have counted the job from then on.
+	dispatching atomic.Uint64
+
+	depthMu   sync.Mutex
+	depthAt   time.Time           // when the read of depths began
+	depthSeen uint64              // dispatching then
+	depths    []map[string]uint64 // by partition
+	bars      []time.Time         // by partition: serve it only a read begun since (recountFrom)
 }
 
 // depthsFresh is how long one count of the queue's depths serves the
@@ -33,7 +40,7 @@ type hub struct {
 const depthsFresh = time.Second
 
 func newHub(q Queue, n int) *hub {
-	return &hub{q: q, n: n, fns: make([]func(queue.Notice), n)}
+	return &hub{q: q, n: n, fns: make([]func(queue.Notice), n), bars: make([]time.Time, n)}
 }
 
 // view returns partition i's view of the queue: a syncView when the queue
@@ -63,6 +70,9 @@ func (h *hub) register(i int, fn func(queue.Notice)) bool {
 // it one notice at a time, in order; it starts once every partition has
 // registered, so h.fns no longer changes.
 func (h *hub) dispatch(n queue.Notice) {
+	if n.Seq > h.dispatching.Load() {
+		h.dispatching.Store(n.Seq) // one watch dispatches, in order
+	}
 	h.fns[PartitionOf(n.Token, h.n)](n)
 	h.mu.Lock()
 	if n.Seq > h.seen {
@@ -98,11 +108,17 @@ func (h *hub) awaitSeen(ctx context.Context, seq uint64) bool {
 }
 
 // tokenDepths returns partition i's part of the queue's depths, read at
-// most depthsFresh ago.
+// most depthsFresh ago, and after every job the watch has dispatched so
+// far was stored. A partition sets its keys' depths from the count and
+// keeps, of the jobs it was told of, as many of the newest as the count
+// says are left (Drainer.resync): a count read before a job it was told
+// of would drop that job, not an older one already gone, and the key's
+// next drainer would deliver the job after later ones.
 func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error) {
 	h.depthMu.Lock()
 	defer h.depthMu.Unlock()
-	if h.depths == nil || time.Since(h.depthAt) > depthsFresh {
+	if h.depths == nil || time.Since(h.depthAt) > depthsFresh || h.dispatching.Load() > h.depthSeen || h.depthAt.Before(h.bars[i]) {
+		seen, at := h.dispatching.Load(), time.Now()
 		all, err := h.q.TokenDepths(ctx)
 		if err != nil {
 			return nil, err
@@ -114,9 +130,18 @@ func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error)
 		for token, n := range all {
 			split[PartitionOf(token, h.n)][token] = n
 		}
-		h.depths, h.depthAt = split, time.Now()
+		h.depths, h.depthAt, h.depthSeen = split, at, seen
 	}
 	return h.depths[i], nil
+}
+
+// recountFrom makes partition i's next count of depths one read from now
+// on: partitions taken over together share one read begun after each was
+// taken, instead of reading the queue once each.
+func (h *hub) recountFrom(i int, now time.Time) {
+	h.depthMu.Lock()
+	h.bars[i] = now
+	h.depthMu.Unlock()
 }
 
 // view is one partition's Queue: the queue itself, but for its watch and

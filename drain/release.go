@@ -109,16 +109,26 @@ func removeAll(ctx context.Context, q Queue, seqs []uint64) error {
 	return errors.Join(errs...)
 }
 
-// LastStarts returns when each key whose last attempt started after since
-// started it, by key token: what the next drainer of the keys needs to
-// keep their pace across a hand-over (KeepPace).
+// LastStarts returns, by key token, when each key's last attempt started
+// — or, when its next slot is still ahead (a slot reserved under the total
+// cap, a pause the downstream asked for), one outflow interval before that
+// slot — for the keys whose time so found is after since: what the next
+// drainer of the keys needs to keep their pace, and their places in the
+// total cap's rounds, across a hand-over (KeepPace). Without the slots
+// ahead, a key the cap had given a slot a round away would start at once
+// with the next drainer, a round before the time its producers were told.
 func (d *Drainer) LastStarts(since time.Time) map[string]time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := d.clock.Now()
 	out := map[string]time.Time{}
 	for token, k := range d.keys {
-		if k.lastStart.After(since) {
-			out[token] = k.lastStart
+		at := k.lastStart
+		if k.next.After(now) {
+			at = maxTime(at, k.next.Add(-d.pace.Interval))
+		}
+		if at.After(since) {
+			out[token] = at
 		}
 	}
 	return out

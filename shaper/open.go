@@ -152,11 +152,13 @@ func (s *Shaper) reportShutdown() (stop func()) {
 }
 
 // partitionHeld returns what a shaper does when it takes or gives up
-// partition i of policy name, served by line: it keeps the pace of the
-// keys the previous holder handed over (cluster.Handover) and starts
-// delivering; or it stops, frees the slots of the jobs it delivered
-// (pipeline.Pipeline.SetPartition) and leaves its keys' last attempts for
-// the next holder. Renewals of a holding only move its bound on.
+// partition i of policy name, served by line: it recounts the keys' jobs,
+// keeps the pace of the keys the previous holder handed over
+// (cluster.Handover), starts delivering and answers the other shapers'
+// questions about its keys (answers.View.Serve); or it stops, frees the
+// slots of the jobs it delivered (pipeline.Pipeline.SetPartition), leaves
+// its keys' last attempts for the next holder and stops answering.
+// Renewals of a holding only move its bound on.
 func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) func(i int, holding bool, until time.Time) {
 	n := line.Drain.Partitions()
 	// Each partition's lease calls from a goroutine of its own, so whether
@@ -167,13 +169,26 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 			line.SetPartition(i, false, until)
 			since := time.Now().Add(-line.Policy().Outflow.Interval())
 			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, line.Drain.Part(i).LastStarts(since))
+			// Released, its drainer still knows what the next holder will
+			// do (its keys' depths and last attempts): it answers the
+			// questions about them until the lease is given up.
+			if err := line.answers.Serve(i, false); err != nil {
+				s.log.Warn("answers: stop serving a partition", "policy", name, "partition", i, "err", err)
+			}
 			return
 		}
 		if !line.Drain.Part(i).Active() { // taken, not renewed
+			// Its count of the keys' jobs lacks the previous holder's
+			// last removals: read it afresh before delivering and
+			// answering.
+			line.Drain.Recount(ctx, i)
 			if last := s.cluster.Handover(ctx, lease); len(last) > 0 {
 				line.Drain.Part(i).KeepPace(last)
 			}
 		}
 		line.SetPartition(i, true, until)
+		if err := line.answers.Serve(i, true); err != nil {
+			s.log.Warn("answers: serve a partition", "policy", name, "partition", i, "err", err)
+		}
 	}
 }

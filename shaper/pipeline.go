@@ -14,6 +14,7 @@ import (
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
+	"github.com/shaper-dev/shaper/shaper/internal/answers"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
 	"github.com/shaper-dev/shaper/shaper/internal/pipeline"
@@ -39,6 +40,7 @@ type served struct {
 	waiting    func() time.Time   // since when deliveries find no consumer (nil: not a NATS request sink)
 	override   atomic.Bool        // the live policy is a stored override
 	stopLease  context.CancelFunc // stops holding the policy's drain lease
+	answers    *answers.View      // what admission asks the drain: the partitions' holders
 }
 
 // openPipeline opens p's streams (queue, deferred jobs, dead letters) with
@@ -93,6 +95,10 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 		return nil, fmt.Errorf("admit: %w", err)
 	}
 	sv := &served{Pipeline: line, queue: q, deferQueue: deferQ}
+	// Admission asks each key's partition's holder, not this shaper's
+	// passive drainer: the answers come from the schedule that delivers.
+	sv.answers = answers.New(s.nc, p.Name, line.Drain, answers.Config{Logger: s.log})
+	line.Gate.Attach(sv.answers, line.DeferDrain)
 	if ns, ok := sink.(*drain.NATSSink); ok {
 		sv.waiting = ns.Waiting
 	}

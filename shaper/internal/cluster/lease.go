@@ -62,9 +62,14 @@ func (c *Cluster) holdLease(ctx context.Context, name string, eager bool, held f
 	}
 	a := m.tick(clock.Now())
 	for {
-		for a.call.op != opNone {
+		// A call in flight when ctx ends still completes (each is bounded
+		// by the request timeout), and no new one starts: a renewal cut
+		// off might have been stored, and the release's delete, made with
+		// the revision before it, would then leave the entry to expire —
+		// the next holder of a partition handed over would wait a TTL.
+		for a.call.op != opNone && ctx.Err() == nil {
 			report(a)
-			r := c.leaseCall(ctx, name, a.call, m.t.request)
+			r := c.leaseCall(context.WithoutCancel(ctx), name, a.call, m.t.request)
 			a = m.observe(clock.Now(), r)
 		}
 		report(a)

@@ -1,0 +1,250 @@
+// Package answers makes every shaper answer producers from the schedule of
+// the drainer that delivers the key: the holder of the key's partition.
+//
+// A policy drained in partitions (drain.Group) has, on every shaper, one
+// Drainer per partition, but only the holder of a partition's lease
+// delivers its keys; the others watch its jobs stored and count them, and
+// know neither when each key last started an attempt, nor which jobs were
+// delivered and wait for their removal, nor the slots reserved under the
+// total cap. An answer read from such a passive drainer is a second model
+// of the schedule, and it drifts (by a slot or more, measured by
+// TestPartitionedAnswers in integration). A View asks the holder instead:
+// each shaper answers, over NATS request/reply, the questions about the
+// partitions it delivers (Serve), and asks the holder about the others.
+// When no holder answers (a partition between two holders, a holder just
+// killed, a slow reply) the View answers from its own passive drainer.
+package answers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaper-dev/shaper/drain"
+)
+
+// DefaultTimeout bounds how long a View waits for the holder's answer
+// before it answers from its own drainer.
+const DefaultTimeout = 100 * time.Millisecond
+
+// awaitSeen bounds how long the holder waits for its watch to report a
+// job just stored, before it answers about it (as admission does for its
+// own jobs under a total cap).
+const awaitSeen = 20 * time.Millisecond
+
+// Config holds a View's optional settings; the zero value means
+// DefaultTimeout and no logs.
+type Config struct {
+	// Timeout bounds the wait for a holder's answer. Default DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives the failures of serving answers. Default: discard.
+	Logger *slog.Logger
+}
+
+// View answers, for one policy drained in partitions, what admission asks
+// the drain (admission.View): from the local drainer of a key's partition
+// when this shaper delivers it, else from the partition's holder, else
+// from the local (passive) drainer. It is safe for concurrent use.
+type View struct {
+	nc      *nats.Conn
+	root    string // subject root of the policy's questions: root.<partition>
+	g       *drain.Group
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	subs      []*nats.Subscription // by partition, while this shaper serves it
+	recounted []time.Time          // by partition, when a fallback last recounted it
+}
+
+// recountEvery bounds how often a View recounts a partition whose holder
+// does not answer, before answering from its passive drainer.
+const recountEvery = 250 * time.Millisecond
+
+// New returns the View of policy's group g, asking and answering over nc.
+func New(nc *nats.Conn, policy string, g *drain.Group, cfg Config) *View {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &View{
+		nc: nc, root: Subject(policy, g.Partitions()), g: g, timeout: cfg.Timeout,
+		log: cfg.Logger.With("policy", policy), subs: make([]*nats.Subscription, g.Partitions()), recounted: make([]time.Time, g.Partitions()),
+	}
+}
+
+// Subject returns the subject root of the questions about the keys of
+// policy drained in n partitions: those of partition i go to <root>.<i>.
+// The root names n, so that shapers running the policy in different
+// layouts (a change of partitions rolling out) never answer for each
+// other's partitions.
+func Subject(policy string, n int) string { return "_shaper.answers." + policy + "." + strconv.Itoa(n) }
+
+// question is what a View asks the holder of a partition.
+type question struct {
+	Op    string `json:"op"` // "key", "start" or "stored"
+	Token string `json:"token"`
+	N     int64  `json:"n,omitempty"`   // start: the n-th fresh job
+	Seq   uint64 `json:"seq,omitempty"` // stored: the job's sequence
+}
+
+// reply is the holder's answer.
+type reply struct {
+	Status drain.KeyStatus `json:"status"`
+	In     time.Duration   `json:"in"` // start, stored: from the holder's now
+}
+
+// Serve starts (on) or stops answering the questions about partition i:
+// call it with true once this shaper delivers the partition, with false
+// before it stops. Answers are computed from the partition's drainer at
+// the holder's time.
+func (v *View) Serve(i int, on bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	sub := v.subs[i]
+	if !on {
+		v.subs[i] = nil
+		if sub == nil {
+			return nil
+		}
+		return sub.Unsubscribe()
+	}
+	if sub != nil {
+		return nil
+	}
+	d := v.g.Part(i)
+	sub, err := v.nc.Subscribe(partSubject(v.root, i), func(m *nats.Msg) {
+		go v.answer(d, m) // a stored job's answer may wait for the watch
+	})
+	if err != nil {
+		return err
+	}
+	v.subs[i] = sub
+	return nil
+}
+
+func partSubject(root string, i int) string { return root + "." + strconv.Itoa(i) }
+
+// answer answers the question m about a key of d's partition.
+func (v *View) answer(d *drain.Drainer, m *nats.Msg) {
+	var q question
+	if err := json.Unmarshal(m.Data, &q); err != nil {
+		v.log.Warn("answers: a question that does not decode", "err", err)
+		return
+	}
+	now := time.Now()
+	var r reply
+	switch q.Op {
+	case "key":
+		r.Status = d.Key(q.Token, now)
+	case "start":
+		r.In = d.StartIn(q.Token, q.N, now)
+	case "stored":
+		r.Status, r.In = d.Stored(q.Token, q.Seq, now)
+		if q.Seq > r.Status.Seen {
+			// The job's start depends on the jobs stored before it: wait
+			// (briefly) for the watch to have reported them all.
+			ctx, cancel := context.WithTimeout(context.Background(), awaitSeen)
+			if d.AwaitSeen(ctx, q.Seq) {
+				r.Status, r.In = d.Stored(q.Token, q.Seq, now)
+			}
+			cancel()
+		}
+	default:
+		return
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	if err := m.Respond(data); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		v.log.Debug("answers: reply", "err", err)
+	}
+}
+
+// ask asks the holder of token's partition q, and reports whether it
+// answered: not when this shaper delivers the partition (its own drainer
+// is the holder's), nor when no holder answered in time.
+func (v *View) ask(q question) (reply, bool) {
+	i := drain.PartitionOf(q.Token, v.g.Partitions())
+	if v.nc == nil || v.g.Part(i).Active() {
+		return reply{}, false
+	}
+	data, err := json.Marshal(q)
+	if err != nil {
+		return reply{}, false
+	}
+	m, err := v.nc.Request(partSubject(v.root, i), data, v.timeout)
+	if err != nil {
+		// No holder (nats.ErrNoResponders: between two, or one just
+		// killed), or a slow one: the passive drainer answers, from a
+		// count of the partition's jobs read afresh, since it does not see
+		// the holder's removals.
+		v.recount(i)
+		return reply{}, false
+	}
+	var r reply
+	if json.Unmarshal(m.Data, &r) != nil {
+		return reply{}, false
+	}
+	return r, true
+}
+
+// recount reads partition i's depths afresh (drain.Group.Recount), at
+// most every recountEvery.
+func (v *View) recount(i int) {
+	v.mu.Lock()
+	due := time.Since(v.recounted[i]) >= recountEvery
+	if due {
+		v.recounted[i] = time.Now()
+	}
+	v.mu.Unlock()
+	if due {
+		ctx, cancel := context.WithTimeout(context.Background(), v.timeout)
+		v.g.Recount(ctx, i)
+		cancel()
+	}
+}
+
+// Key returns the status of the key with token token (drain.Drainer.Key),
+// from its partition's drainer.
+func (v *View) Key(token string, now time.Time) drain.KeyStatus {
+	if r, ok := v.ask(question{Op: "key", Token: token}); ok {
+		return r.Status
+	}
+	return v.g.Key(token, now)
+}
+
+// StartIn returns when the key's n-th fresh job would start
+// (drain.Drainer.StartIn), from its partition's drainer.
+func (v *View) StartIn(token string, n int64, now time.Time) time.Duration {
+	if r, ok := v.ask(question{Op: "start", Token: token, N: n}); ok {
+		return r.In
+	}
+	return v.g.StartIn(token, n, now)
+}
+
+// Stored answers for a job just stored (drain.Drainer.Stored), from its
+// partition's drainer; the holder waits briefly for its watch to report
+// the job.
+func (v *View) Stored(token string, seq uint64, now time.Time) (drain.KeyStatus, time.Duration) {
+	if r, ok := v.ask(question{Op: "stored", Token: token, Seq: seq}); ok {
+		return r.Status, r.In
+	}
+	return v.g.Stored(token, seq, now)
+}
+
+// AwaitSeen waits until this shaper's watch of the queue has reported the
+// job at seq (drain.Group.AwaitSeen).
+func (v *View) AwaitSeen(ctx context.Context, seq uint64) bool { return v.g.AwaitSeen(ctx, seq) }
+
+// Active reports whether this shaper delivers any partition.
+func (v *View) Active() bool { return v.g.Active() }

@@ -1,0 +1,129 @@
+package answers_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/internal/answers"
+)
+
+// startNATS runs an in-process nats-server on a free port and returns a
+// connection to it for each of n shapers.
+func startNATS(t *testing.T, n int) []*nats.Conn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	var conns []*nats.Conn
+	for range n {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		conns = append(conns, nc)
+	}
+	return conns
+}
+
+type discard struct{}
+
+func (discard) Deliver(context.Context, *drain.Delivery) error { return nil }
+
+// Two shapers drain one queue in two partitions: the holder's View answers
+// from its drainer, and the other shaper's View asks it, so that both give
+// the answer of the schedule that delivers — not the passive drainer's,
+// which knows nothing of the key's last attempt. Once the holder stops
+// serving, the other answers from its own drainer.
+func TestViewAsksTheHolder(t *testing.T) {
+	conns := startNATS(t, 2)
+	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pace := drain.Pace{Interval: time.Hour} // the key's next job is an hour after its first
+	holder := drain.NewGroup(q, 2, discard{}, pace, drain.Config{})
+	other := drain.NewGroup(q, 2, discard{}, pace, drain.Config{Passive: true})
+	defer holder.Stop()
+	defer other.Stop()
+	ctx := context.Background()
+	holder.Advance(ctx, time.Now())
+	other.Advance(ctx, time.Now())
+	key := "k"
+	tok, err := queue.EncodeKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	for i := range 3 {
+		rec, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint("j", i), Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq = rec.Seq
+	}
+	holder.Advance(ctx, time.Now()) // the first job is delivered
+	part := drain.PartitionOf(tok, 2)
+
+	served := answers.New(conns[0], "p", holder, answers.Config{})
+	asking := answers.New(conns[1], "p", other, answers.Config{})
+	if err := served.Serve(part, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := conns[0].Flush(); err != nil {
+		t.Fatal(err)
+	}
+	near := func(what string, got, want time.Duration) {
+		t.Helper()
+		if d := got - want; d < -time.Second || d > time.Second {
+			t.Errorf("%s = %v, want %v (the holder's)", what, got, want)
+		}
+	}
+	now := time.Now()
+	want := holder.StartIn(tok, 1, now)
+	if want < 59*time.Minute {
+		t.Fatalf("holder's StartIn = %v, want about an hour: the rig is wrong", want)
+	}
+	if own := other.StartIn(tok, 1, now); own > time.Minute {
+		t.Fatalf("passive drainer's StartIn = %v, want well under the holder's: the rig is wrong", own)
+	}
+	near("asking StartIn", asking.StartIn(tok, 1, now), want)
+	near("served StartIn", served.StartIn(tok, 1, now), want)
+	st, in := asking.Stored(tok, seq, now)
+	wantSt, wantIn := holder.Stored(tok, seq, now)
+	near("asking Stored", in, wantIn)
+	if st.Queued != wantSt.Queued || st.Waiting != wantSt.Waiting {
+		t.Errorf("asking Stored status = %+v, want the holder's %+v", st, wantSt)
+	}
+	near("asking Key RoomIn", asking.Key(tok, now).RoomIn, holder.Key(tok, now).RoomIn)
+
+	if err := served.Serve(part, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := conns[0].Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, own := asking.StartIn(tok, 1, time.Now()), other.StartIn(tok, 1, time.Now()); got > time.Minute {
+		t.Errorf("with no holder serving, StartIn = %v, want its own drainer's %v", got, own)
+	}
+}
