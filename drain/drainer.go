@@ -146,6 +146,7 @@ type Drainer struct {
 	stopped         bool               // Stop was called: nothing more is due
 	cancel          context.CancelFunc // ends the watch, and the goroutines of Start
 	calls           queueCalls         // the context of the steps' queue calls (outage.go)
+	adaptive        adaptive           // the adaptive rates, with Pace.Adapt (adaptive.go)
 
 	kick        chan struct{}
 	tasks       chan *step
@@ -236,17 +237,17 @@ func (d *Drainer) SetPace(p Pace) {
 // d.mu must be held.
 func (d *Drainer) replan(now time.Time) {
 	switch {
-	case d.pace.Total <= 0:
+	case d.total() <= 0:
 		d.totalNext = time.Time{}
 	case !d.totalLast.IsZero():
-		d.totalNext = nextSlot(d.totalLast, d.totalLastAt, d.pace.Total)
+		d.totalNext = nextSlot(d.totalLast, d.totalLastAt, d.total())
 	}
 	for _, k := range d.keys {
 		if k.busy {
 			continue
 		}
 		if !k.last.IsZero() {
-			k.next = maxTime(nextSlot(k.last, k.lastStart, d.pace.Interval), k.paused)
+			k.next = maxTime(nextSlot(k.last, k.lastStart, d.interval(k)), k.paused)
 		} else if k.reserved {
 			k.next = maxTime(k.paused, now)
 		}
@@ -258,6 +259,7 @@ func (d *Drainer) replan(now time.Time) {
 func (d *Drainer) setPace(p Pace) {
 	d.pace = p
 	d.hold = slotHold(p.Interval, d.cfg.MaxSlotHold)
+	d.setAdapt()
 }
 
 // Start begins draining in the background; it returns at once. ctx bounds

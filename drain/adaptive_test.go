@@ -1,0 +1,257 @@
+package drain_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/drain/downstream"
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// Adaptive outflow through a real Drainer, driven on a virtual clock
+// against a simulated downstream (package downstream).
+
+// attempt is one delivery a stepRig's sink saw.
+type attempt struct {
+	key   string
+	start time.Duration
+	err   error
+}
+
+// stepRig is a MemQueue kept full for its keys, a driven Drainer, and a
+// simulated downstream per key (or one for all).
+type stepRig struct {
+	clock *virtualClock
+	t0    time.Time
+	q     *drain.MemQueue
+	d     *drain.Drainer
+	sinks map[string]*downstream.Downstream // by key; "" for every key
+
+	mu       sync.Mutex
+	attempts []attempt
+	admitted int
+}
+
+func newStepRig(tb testing.TB, pace drain.Pace, sinks map[string]downstream.Config) *stepRig {
+	tb.Helper()
+	r := &stepRig{clock: &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, sinks: map[string]*downstream.Downstream{}}
+	r.t0 = r.clock.Now()
+	for key, cfg := range sinks {
+		ds, err := downstream.New(r.clock, cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r.sinks[key] = ds
+	}
+	var err error
+	if r.q, err = drain.NewMemQueue("p", 1000, drain.MemQueueConfig{Clock: r.clock}); err != nil {
+		tb.Fatal(err)
+	}
+	r.d = drain.New(r.q, r, pace, drain.Config{Clock: r.clock, Jitter: func() float64 { return 0.5 }})
+	tb.Cleanup(r.d.Stop)
+	r.d.Advance(context.Background(), r.t0)
+	return r
+}
+
+// Deliver routes a delivery to its key's downstream and records it.
+func (r *stepRig) Deliver(ctx context.Context, d *drain.Delivery) error {
+	ds := r.sinks[d.Msg.Key]
+	if ds == nil {
+		ds = r.sinks[""]
+	}
+	err := ds.Deliver(ctx, d)
+	r.mu.Lock()
+	r.attempts = append(r.attempts, attempt{key: d.Msg.Key, start: r.clock.Now().Sub(r.t0), err: err})
+	r.mu.Unlock()
+	return err
+}
+
+// run keeps every key in keys backlogged (topped up to depth jobs every
+// 100 ms) and calls sample every 100 ms, until end.
+func (r *stepRig) run(tb testing.TB, keys []string, depth int, end time.Duration, sample func(at time.Duration)) {
+	tb.Helper()
+	ctx := context.Background()
+	for at := time.Duration(0); at <= end; at += 100 * time.Millisecond {
+		now := r.t0.Add(at)
+		for _, key := range keys {
+			token, _ := queue.EncodeKey(key)
+			for n := r.d.Key(token, now).Queued; n < int64(depth); n++ {
+				r.admitted++
+				if _, err := r.q.Admit(ctx, queue.Job{ID: fmt.Sprintf("%s-%d", key, r.admitted), Key: key}); err != nil {
+					tb.Fatalf("Admit = %v", err)
+				}
+			}
+		}
+		for {
+			next, ok := r.d.Advance(ctx, r.clock.Now())
+			if !ok || next.After(now) {
+				break
+			}
+			r.clock.set(next)
+		}
+		r.clock.set(now)
+		if sample != nil {
+			sample(at)
+		}
+	}
+}
+
+// phaseFigures are what a key did in one phase of constant capacity.
+type phaseFigures struct {
+	capacity float64
+	settle   time.Duration // from the phase's start until the rate stayed within 10 % of the capacity (-1: never)
+	low, hi  float64       // the effective rate's range once settled, per second
+	attempts int           // once settled
+	failed   int           // once settled
+	maxIn1s  int           // most deliveries started in any 1 s window of the phase
+}
+
+func (f phaseFigures) String() string {
+	return fmt.Sprintf("capacity %4.0f/s: within 10 %% after %5v, then rate %.1f–%.1f/s (%+.1f %% … %+.1f %%), failed %d of %d (%.2f %%), most in 1 s %d",
+		f.capacity, f.settle, f.low, f.hi, 100*(f.low/f.capacity-1), 100*(f.hi/f.capacity-1), f.failed, f.attempts,
+		100*float64(f.failed)/float64(max(f.attempts, 1)), f.maxIn1s)
+}
+
+// figures measures key's phases [from, to) from the rates sampled every
+// 100 ms (rates[i] at i×100 ms) and the attempts recorded.
+func (r *stepRig) figures(keys []string, rates []float64, from, to time.Duration, capacity float64) phaseFigures {
+	f := phaseFigures{capacity: capacity, settle: -1}
+	i0, i1 := int(from/(100*time.Millisecond)), int(to/(100*time.Millisecond))
+	i1 = min(i1, len(rates))
+	settled := i1
+	if rates == nil {
+		settled = i0 // no rates: every attempt of the phase counts
+	}
+	for i := i1 - 1; i >= i0; i-- {
+		if rates[i] < 0.9*capacity || rates[i] > 1.1*capacity {
+			break
+		}
+		settled = i
+	}
+	if rates != nil && settled < i1 {
+		f.settle = time.Duration(settled-i0) * 100 * time.Millisecond
+		f.low, f.hi = rates[settled], rates[settled]
+		for _, x := range rates[settled:i1] {
+			f.low, f.hi = min(f.low, x), max(f.hi, x)
+		}
+	}
+	steady := time.Duration(settled) * 100 * time.Millisecond
+	var starts []time.Duration
+	for _, a := range r.attempts {
+		if !slices.Contains(keys, a.key) || a.start < from || a.start >= to {
+			continue
+		}
+		starts = append(starts, a.start)
+		if a.start >= steady {
+			f.attempts++
+			if a.err != nil {
+				f.failed++
+			}
+		}
+	}
+	for i, j := 0, 0; i < len(starts); i++ {
+		for starts[i]-starts[j] >= time.Second {
+			j++
+		}
+		f.maxIn1s = max(f.maxIn1s, i-j+1)
+	}
+	return f
+}
+
+// rate returns the effective rate of key (AdaptKey) now, or the ceiling.
+func rateOf(d *drain.Drainer, key string, ceiling float64) float64 {
+	token, _ := queue.EncodeKey(key)
+	if st, ok := d.AdaptStatus(token); ok {
+		return st.Rate
+	}
+	return ceiling
+}
+
+// stepCase is a step test's setting: the downstream, the keys kept
+// backlogged and the pace.
+type stepCase struct {
+	name    string
+	ds      downstream.Config
+	keys    []string
+	pace    drain.Pace
+	ceiling float64 // of the rate adapted, per second
+}
+
+// The step test of the adaptive outflow: a downstream whose capacity goes
+// 50/s → 20/s → 50/s, under a 50/s ceiling, beside a fixed 50/s pace on
+// the same downstream; per key (one key, its outflow adapts) and per
+// policy (ten keys at 10/s each under a total cap that adapts). The
+// effective rate comes within 10 % of the capacity within 30 s of each
+// step and stays there, failures at steady state stay under 1 %, and no
+// 1 s window has more than the ceiling's 50 deliveries (+1: a window may
+// catch both ends of the slot grid).
+func TestAdaptStep(t *testing.T) {
+	const phase = 60 * time.Second
+	capacities := []float64{50, 20, 50}
+	retry := drain.Retry{Backoff: time.Second, MaxBackoff: 10 * time.Second, Budget: 0.2}
+	var cases []stepCase
+	for _, latency := range []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond} {
+		for _, jitter := range []float64{0, 0.5} {
+			ds := downstream.Config{Capacity: capacities[0], Latency: latency, Jitter: jitter, Seed: 1, Timeout: time.Second,
+				Phases: []downstream.Phase{{After: phase, Capacity: capacities[1]}, {After: 2 * phase, Capacity: capacities[2]}}}
+			name := fmt.Sprintf("latency %v jitter %v", latency, jitter)
+			cases = append(cases,
+				stepCase{"per key, " + name, ds, []string{"k"}, drain.Pace{Interval: 20 * time.Millisecond, Retry: retry}, 50},
+				stepCase{"per policy, " + name, ds, []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"},
+					drain.Pace{Interval: 100 * time.Millisecond, Total: 20 * time.Millisecond, Retry: retry}, 50})
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			adaptive := c.pace
+			adaptive.Adapt.Scope = drain.AdaptKey
+			if c.pace.Total > 0 {
+				adaptive.Adapt.Scope = drain.AdaptPolicy
+			}
+			run := func(pace drain.Pace) (*stepRig, []float64) {
+				r := newStepRig(t, pace, map[string]downstream.Config{"": c.ds})
+				var rates []float64
+				r.run(t, c.keys, 100, 3*phase, func(time.Duration) {
+					rate := c.ceiling
+					if st, ok := r.d.AdaptStatus(""); ok {
+						rate = st.Rate
+					} else if len(c.keys) == 1 {
+						rate = rateOf(r.d, c.keys[0], c.ceiling)
+					}
+					rates = append(rates, rate)
+				})
+				return r, rates
+			}
+			r, rates := run(adaptive)
+			rf, _ := run(c.pace)
+			for i, capacity := range capacities {
+				from, to := time.Duration(i)*phase, time.Duration(i+1)*phase
+				f := r.figures(c.keys, rates, from, to, capacity)
+				t.Logf("adaptive %v", f)
+				if f.settle < 0 || f.settle > 30*time.Second {
+					t.Errorf("phase %d: the rate settled within 10 %% of %v/s after %v, want within 30 s", i, capacity, f.settle)
+				}
+				if f.failed*100 >= f.attempts {
+					t.Errorf("phase %d: %d of %d attempts failed at steady state, want under 1 %%", i, f.failed, f.attempts)
+				}
+				if f.maxIn1s > int(c.ceiling)+1 {
+					t.Errorf("phase %d: %d deliveries in one second, over the %v/s ceiling", i, f.maxIn1s, c.ceiling)
+				}
+				ff := rf.figures(c.keys, nil, from, to, capacity)
+				t.Logf("fixed    capacity %4.0f/s: failed %d of %d attempts (%.1f %%), most in 1 s %d", capacity, ff.failed, ff.attempts,
+					100*float64(ff.failed)/float64(max(ff.attempts, 1)), ff.maxIn1s)
+			}
+			st, sf := r.d.Stats(), rf.d.Stats()
+			t.Logf("adaptive: delivered %d, failed %d, retries %d; downstream %+v", st.Delivered, st.Failed, st.Retries, r.sinks[""].Stats())
+			t.Logf("fixed:    delivered %d, failed %d, retries %d; downstream %+v", sf.Delivered, sf.Failed, sf.Retries, rf.sinks[""].Stats())
+			if st.Failed >= sf.Failed {
+				t.Errorf("adaptive failed %d attempts, fixed %d: want the fixed pace to fail more against the slow phase", st.Failed, sf.Failed)
+			}
+		})
+	}
+}
