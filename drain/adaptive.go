@@ -61,9 +61,9 @@ const adaptMemory = 10 * time.Minute
 
 // adaptive holds a Drainer's controllers. Guarded by the Drainer's mu.
 type adaptive struct {
-	policy *adapt.Controller          // AdaptPolicy
+	policy *adapt.Controller         // AdaptPolicy
 	keys   map[string]*keyController // AdaptKey, by key token
-	pruned int                        // keys left at the last pruning
+	pruned int                       // keys left at the last pruning
 }
 
 type keyController struct {
