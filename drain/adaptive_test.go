@@ -255,3 +255,61 @@ func TestAdaptStep(t *testing.T) {
 		})
 	}
 }
+
+// Per-key adaptation isolates keys: one key's slow downstream slows that
+// key alone; the others keep their full outflow, without failures. The
+// answers (StartIn) space the slow key's jobs by its effective rate, and a
+// lower ceiling set live applies at once.
+func TestAdaptIsolatesKeys(t *testing.T) {
+	fast := downstream.Config{Capacity: 100, Latency: 20 * time.Millisecond, Jitter: 0.2, Seed: 2}
+	slow := downstream.Config{Capacity: 4, Latency: 20 * time.Millisecond, Jitter: 0.2, Seed: 3}
+	pace := drain.Pace{Interval: 50 * time.Millisecond, Retry: drain.Retry{Backoff: time.Second, MaxBackoff: 10 * time.Second, Budget: 0.2},
+		Adapt: drain.Adapt{Scope: drain.AdaptKey}}
+	keys := []string{"slow", "b", "c"}
+	r := newStepRig(t, pace, map[string]downstream.Config{"slow": slow, "b": fast, "c": fast})
+	rates := map[string][]float64{}
+	r.run(t, keys, 100, time.Minute, func(time.Duration) {
+		for _, key := range keys {
+			rates[key] = append(rates[key], rateOf(r.d, key, 20))
+		}
+	})
+	for _, key := range keys {
+		capacity := 20.0 // the ceiling
+		if key == "slow" {
+			capacity = 4
+		}
+		f := r.figures([]string{key}, rates[key], 0, time.Minute, capacity)
+		t.Logf("%-4s %v", key, f)
+		if f.settle < 0 || f.settle > 30*time.Second || f.failed*100 >= max(f.attempts, 1) {
+			t.Errorf("key %s: %v; want within 10 %% of %v/s within 30 s and under 1 %% failed", key, f, capacity)
+		}
+		if key != "slow" && (f.settle != 0 || f.failed > 0) {
+			t.Errorf("key %s: %v; want it at its 20/s ceiling throughout, no failure: the slow key's downstream must not touch it", key, f)
+		}
+	}
+	// The answers space the slow key's jobs by its effective rate.
+	now := r.clock.Now()
+	token, _ := queue.EncodeKey("slow")
+	st, _ := r.d.AdaptStatus(token)
+	gap := r.d.StartIn(token, 11, now) - r.d.StartIn(token, 1, now)
+	want := 10 * time.Duration(float64(time.Second)/st.Rate)
+	if d := gap - want; d < -10*time.Millisecond || d > 10*time.Millisecond {
+		t.Errorf("StartIn of the slow key's 11th job − its 1st = %v, want 10 intervals at its effective %.2f/s = %v", gap, st.Rate, want)
+	}
+	tokenB, _ := queue.EncodeKey("b")
+	if gap := r.d.StartIn(tokenB, 11, now) - r.d.StartIn(tokenB, 1, now); gap != 500*time.Millisecond {
+		t.Errorf("StartIn of key b's 11th job − its 1st = %v, want 10 intervals of its 50 ms ceiling", gap)
+	}
+	// A lower ceiling applies at once, to the rate and to the answers.
+	pace.Interval = time.Second
+	r.d.SetPace(pace)
+	for _, key := range keys {
+		tk, _ := queue.EncodeKey(key)
+		if st, ok := r.d.AdaptStatus(tk); !ok || st.Rate > 1 || st.Ceiling != 1 {
+			t.Errorf("AdaptStatus(%s) after the ceiling fell to 1/s = %+v, %v; want a rate of at most 1/s", key, st, ok)
+		}
+		if gap := r.d.StartIn(tk, 11, now) - r.d.StartIn(tk, 1, now); gap != 10*time.Second {
+			t.Errorf("StartIn of key %s's 11th job − its 1st after the ceiling fell to 1/s = %v, want 10 s", key, gap)
+		}
+	}
+}

@@ -130,6 +130,7 @@ type Controller struct {
 
 	baseline time.Duration // the lowest window mean latency, creeping up
 	capacity float64       // the downstream's capacity last estimated (0: none)
+	target   time.Duration // the latency target of the last window
 	gain     float64       // the next probe's gain
 	reason   Reason
 
@@ -215,14 +216,15 @@ func (c *Controller) Observe(s Sample) (changed bool) {
 	}
 	before := c.rate
 	c.adapt(elapsed)
-	*w = window{}
+	*w = window{above: c.target}
 	return c.rate != before
 }
 
 // adapt closes a window that lasted elapsed.
 func (c *Controller) adapt(elapsed time.Duration) {
 	w := &c.win
-	offered := float64(w.n) / elapsed.Seconds()
+	// The rate offered: the starts span n−1 intervals of it.
+	offered := float64(w.n-1) / elapsed.Seconds()
 	seconds := elapsed.Round(time.Millisecond)
 	overload := w.timeouts > 0 || w.throttled > 0 || float64(w.failures) >= failShare*float64(w.n)
 	mean, ok := w.mean()
@@ -256,23 +258,19 @@ func (c *Controller) adapt(elapsed time.Duration) {
 		}
 		target = time.Duration(float64(c.baseline) * tol)
 	}
+	c.target = target
 	switch {
 	case overload || mean > target:
 		// The downstream queues: its capacity from the slope of the
 		// latency of the deliveries answered, and a rate under it that
 		// drains the queue within Drain.
-		slope, excess := w.trend(elapsed)
-		capacity := offered / (1 + max(slope, -0.5))
+		capacity := w.capacity(offered)
+		slope, excess := w.all.slope(), w.all.at(elapsed.Seconds()) // the delay at the window's end
 		drain := c.cfg.Drain
 		if drain <= 0 {
 			drain = DefaultDrain
 		}
 		cut := min(max((excess-c.baseline.Seconds())/drain.Seconds(), 0), maxDrainCut)
-		if slope < 0 {
-			// A queue that drains, and may empty within the window: the
-			// estimate is only a bound from below.
-			capacity = max(capacity, c.capacity)
-		}
 		c.capacity = min(capacity, c.ceiling)
 		c.rate = c.clamp(min(c.rate, capacity*(1-cut)))
 		c.gain = probe
@@ -307,12 +305,59 @@ func (c *Controller) adapt(elapsed time.Duration) {
 
 // window is what a Controller observed since its last change: every
 // delivery counted, and the latency of those answered in time (delivered
-// or refused, not timed out) against their start, for the slope.
+// or refused, not timed out) against their start: all of them, and those
+// above the last window's target (queued), whose slope measures the
+// downstream's queue without the answers after it emptied.
 type window struct {
 	start                            time.Time
 	n, failures, timeouts, throttled int
-	answered                         int
-	sumX, sumY, sumXX, sumXY         float64 // start (s after start) and latency (s)
+	all, queued                      fit
+	above                            time.Duration // the latency over which an answer counts as queued
+}
+
+// fit is a least-squares fit of latency (y, seconds) over start (x,
+// seconds after the window's start), with the first and last x and the
+// deliveries counted up to them, for the rate offered meanwhile.
+type fit struct {
+	n                        int
+	sumX, sumY, sumXX, sumXY float64
+	firstX, lastX            float64
+	firstN, lastN            int
+}
+
+func (f *fit) add(x, y float64, counted int) {
+	if f.n == 0 {
+		f.firstX, f.firstN = x, counted
+	}
+	f.lastX, f.lastN = x, counted
+	f.n++
+	f.sumX += x
+	f.sumY += y
+	f.sumXX += x * x
+	f.sumXY += x * y
+}
+
+// slope returns the slope of the fit, 0 with fewer than 3 points.
+func (f *fit) slope() float64 {
+	n := float64(f.n)
+	if d := n*f.sumXX - f.sumX*f.sumX; f.n >= 3 && d > 0 {
+		return (n*f.sumXY - f.sumX*f.sumY) / d
+	}
+	return 0
+}
+
+// at returns the fit's latency at x.
+func (f *fit) at(x float64) float64 {
+	n := float64(f.n)
+	return f.sumY/n + f.slope()*(x-f.sumX/n)
+}
+
+// offered returns the rate offered while the fit's points started.
+func (f *fit) offered() (float64, bool) {
+	if f.n < 3 || f.lastX <= f.firstX {
+		return 0, false
+	}
+	return float64(f.lastN-f.firstN) / (f.lastX - f.firstX), true
 }
 
 func (w *window) add(s Sample) {
@@ -328,31 +373,32 @@ func (w *window) add(s Sample) {
 		return // answered at once, without queueing
 	}
 	x := max(s.Start.Sub(w.start), 0).Seconds()
-	y := s.Latency.Seconds()
-	w.answered++
-	w.sumX += x
-	w.sumY += y
-	w.sumXX += x * x
-	w.sumXY += x * y
+	w.all.add(x, s.Latency.Seconds(), w.n)
+	if s.Latency > w.above {
+		w.queued.add(x, s.Latency.Seconds(), w.n)
+	}
 }
 
 // mean returns the mean latency of the deliveries answered in time.
 func (w *window) mean() (time.Duration, bool) {
-	if w.answered == 0 {
+	if w.all.n == 0 {
 		return 0, false
 	}
-	return time.Duration(w.sumY / float64(w.answered) * float64(time.Second)), true
+	return time.Duration(w.all.sumY / float64(w.all.n) * float64(time.Second)), true
 }
 
-// trend returns the slope of latency over start (seconds per second; 0
-// with fewer than 3 answers) and the latency it gives at the window's
-// end, elapsed after its start, in seconds.
-func (w *window) trend(elapsed time.Duration) (slope, end float64) {
-	n := float64(w.answered)
-	if d := n*w.sumXX - w.sumX*w.sumX; w.answered >= 3 && d > 0 {
-		slope = (n*w.sumXY - w.sumX*w.sumY) / d
+// capacity estimates the downstream's capacity from the window, which
+// lasted elapsed, with offered the rate offered over it: with a fluid
+// queue, its delay grows by (offered − capacity)/capacity per second.
+func (w *window) capacity(offered float64) float64 {
+	f := &w.queued
+	if f.n < 3 {
+		f = &w.all
 	}
-	return slope, w.sumY/n + slope*(elapsed.Seconds()-w.sumX/n)
+	if o, ok := f.offered(); ok {
+		offered = o
+	}
+	return offered / (1 + max(f.slope(), -0.9))
 }
 
 // overloadReason says what overloaded the window.
