@@ -3,6 +3,7 @@ package drain_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -312,4 +313,56 @@ func TestAdaptIsolatesKeys(t *testing.T) {
 			t.Errorf("StartIn of key %s's 11th job − its 1st after the ceiling fell to 1/s = %v, want 10 s", key, gap)
 		}
 	}
+}
+
+// Random downstreams (base latency 2–200 ms with up to 100 % jitter, a
+// slow phase of 10–40/s), per key and per policy: whatever the
+// downstream, deliveries never exceed the ceiling in any second, fail
+// under 1 % over the last 30 s of each phase, and the rate then averages
+// within 15 % of the capacity. How many phases also met the step test's
+// stricter figures (within 10 % within 30 s, and staying there) is
+// logged.
+func TestAdaptRandomDownstreams(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	const phase = 60 * time.Second
+	strict, phases := 0, 0
+	retry := drain.Retry{Backoff: time.Second, MaxBackoff: 10 * time.Second, Budget: 0.2}
+	for i := range 40 {
+		low := 10 + rng.Float64()*30
+		ds := downstream.Config{Capacity: 50, Latency: time.Duration(2+rng.IntN(200)) * time.Millisecond, Jitter: rng.Float64(),
+			Seed: uint64(i), Timeout: time.Second, Phases: []downstream.Phase{{After: phase, Capacity: low}, {After: 2 * phase, Capacity: 50}}}
+		keys := []string{"k"}
+		pace := drain.Pace{Interval: 20 * time.Millisecond, Retry: retry, Adapt: drain.Adapt{Scope: drain.AdaptKey}}
+		if i%2 == 1 {
+			keys = []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"}
+			pace = drain.Pace{Interval: 100 * time.Millisecond, Total: 20 * time.Millisecond, Retry: retry, Adapt: drain.Adapt{Scope: drain.AdaptPolicy}}
+		}
+		r := newStepRig(t, pace, map[string]downstream.Config{"": ds})
+		var rates []float64
+		r.run(t, keys, 100, 3*phase, func(time.Duration) {
+			st, ok := r.d.AdaptStatus("")
+			if !ok {
+				st.Rate = rateOf(r.d, keys[0], 50)
+			}
+			rates = append(rates, st.Rate)
+		})
+		for p, capacity := range []float64{50, low, 50} {
+			from, to := time.Duration(p)*phase, time.Duration(p+1)*phase
+			f := r.figures(keys, rates, from, to, capacity)
+			late := r.figures(keys, nil, to-30*time.Second, to, capacity)
+			mean := 0.0
+			for _, x := range rates[(to-30*time.Second)/(100*time.Millisecond) : to/(100*time.Millisecond)] {
+				mean += x / 300
+			}
+			phases++
+			if f.settle >= 0 && f.settle <= 30*time.Second && f.failed*100 < max(f.attempts, 1) {
+				strict++
+			}
+			if late.failed*100 >= max(late.attempts, 1) || f.maxIn1s > 51 || mean < 0.85*capacity || mean > 1.15*capacity {
+				t.Errorf("downstream %+v, keys %d, phase %d: mean rate %.1f/s over its last 30 s; there %d of %d failed; most in 1 s %d",
+					ds, len(keys), p, mean, late.failed, late.attempts, f.maxIn1s)
+			}
+		}
+	}
+	t.Logf("%d of %d phases within 10 %% of the capacity within 30 s and staying there, under 1 %% failed", strict, phases)
 }

@@ -59,19 +59,22 @@ const (
 
 // Tuning of the law, fixed (see the package docs).
 const (
-	minSamples  = 5    // deliveries a window needs, unless it ran maxWindows
-	holdWindows = 3    // blind windows after a back-off before the next one
-	maxWindows  = 10   // a window closes after this many Windows whatever its samples
-	backoff     = 0.7  // rate kept of the offered one on overload
-	probe       = 0.01 // the first probe's gain
-	maxProbe    = 0.16 // the largest probe's gain
-	creep       = 0.002
-	failShare   = 0.1  // failures in this share of a window's deliveries are an overload
-	used        = 0.9  // offered under this share of the rate: the rate is not used
-	approach    = 0.5  // share of the way back to the capacity per clear window
-	settle      = 0.97 // the rate returned to below a capacity learnt
-	plateau     = 1.05 // probes stay small up to this much over the capacity learnt
-	maxDrainCut = 0.5  // the most a congested window lowers the rate under the capacity
+	minSamples   = 5    // deliveries a window needs, unless it ran maxWindows
+	holdWindows  = 3    // blind windows after a back-off before the next one
+	maxWindows   = 10   // a window closes after this many Windows whatever its samples
+	backoff      = 0.7  // rate kept of the offered one on overload
+	probe        = 0.01 // the first probe's gain
+	maxProbe     = 0.08 // the largest probe's gain
+	creep        = 0.002
+	failShare    = 0.1  // failures in this share of a window's deliveries are an overload
+	used         = 0.9  // offered under this share of the rate: the rate is not used
+	approach     = 0.5  // share of the way back to the capacity per clear window
+	settle       = 0.97 // the rate returned to below a capacity learnt
+	plateau      = 1.05 // probes stay small up to this much over the capacity learnt
+	minSlope     = 0.02 // a latency rising slower (s/s) is not a queue: 2 % over the capacity
+	significance = 3    // standard errors a rising slope must clear
+	maxDrainCut  = 0.15 // the most a congested window sets the rate under the capacity
+	maxFailCut   = 0.5  // the same, when deliveries also timed out or failed
 )
 
 // Config is how a Controller adapts. The zero value means the defaults.
@@ -260,7 +263,7 @@ func (c *Controller) adapt(elapsed time.Duration) {
 	}
 	c.target = target
 	switch {
-	case overload || mean > target:
+	case overload || mean > target || w.all.rising():
 		// The downstream queues: its capacity from the slope of the
 		// latency of the deliveries answered, and a rate under it that
 		// drains the queue within Drain.
@@ -270,7 +273,17 @@ func (c *Controller) adapt(elapsed time.Duration) {
 		if drain <= 0 {
 			drain = DefaultDrain
 		}
-		cut := min(max((excess-c.baseline.Seconds())/drain.Seconds(), 0), maxDrainCut)
+		maxCut := maxDrainCut
+		if overload {
+			maxCut = maxFailCut
+		}
+		// The delay to drain: over the baseline, or over the target when
+		// one is set (a downstream slower than it goes to the floor).
+		reference := c.baseline
+		if c.cfg.Latency > 0 {
+			reference = c.cfg.Latency
+		}
+		cut := min(max((excess-reference.Seconds())/drain.Seconds(), 0), maxCut)
 		c.capacity = min(capacity, c.ceiling)
 		c.rate = c.clamp(min(c.rate, capacity*(1-cut)))
 		c.gain = probe
@@ -319,10 +332,10 @@ type window struct {
 // seconds after the window's start), with the first and last x and the
 // deliveries counted up to them, for the rate offered meanwhile.
 type fit struct {
-	n                        int
-	sumX, sumY, sumXX, sumXY float64
-	firstX, lastX            float64
-	firstN, lastN            int
+	n                               int
+	sumX, sumY, sumXX, sumXY, sumYY float64
+	firstX, lastX                   float64
+	firstN, lastN                   int
 }
 
 func (f *fit) add(x, y float64, counted int) {
@@ -335,6 +348,23 @@ func (f *fit) add(x, y float64, counted int) {
 	f.sumY += y
 	f.sumXX += x * x
 	f.sumXY += x * y
+	f.sumYY += y * y
+}
+
+// rising reports whether the fit's latency clearly rises: a slope above
+// minSlope and above significance times its standard error, so that the
+// jitter of a downstream's latency is not taken for a queue.
+func (f *fit) rising() bool {
+	slope := f.slope()
+	if f.n < 8 || slope < minSlope {
+		return false
+	}
+	n := float64(f.n)
+	sxx := f.sumXX - f.sumX*f.sumX/n
+	syy := f.sumYY - f.sumY*f.sumY/n
+	sxy := f.sumXY - f.sumX*f.sumY/n
+	residual := max(syy-slope*sxy, 0) / (n - 2)
+	return slope > significance*math.Sqrt(residual/sxx)
 }
 
 // slope returns the slope of the fit, 0 with fewer than 3 points.
