@@ -57,7 +57,7 @@ type Adapt struct {
 
 // AdaptPatch is a change to a policy's adapt block, or with Off set (JSON
 // and the policy file: adapt: off) no adaptive outflow, whatever the file
-// says. adapt: {} turns it on with the defaults.
+// says. adapt: on, or adapt: {}, turns it on with the defaults.
 type AdaptPatch struct {
 	// Off turns the adaptive outflow off; the other fields are then unset.
 	Off bool `json:"-"`
@@ -67,8 +67,9 @@ type AdaptPatch struct {
 	Floor     Field[Rate]          `json:"floor,omitzero"`
 	Latency   Field[time.Duration] `json:"latency,omitzero"`
 	Tolerance Field[float64]       `json:"tolerance,omitzero"`
-	// On is set in every block that is not Off: adapt: {} turns the
-	// adaptive outflow on with the defaults.
+	// On is set for a block given without fields: adapt: {} turns the
+	// adaptive outflow on with the defaults (a block with fields turns it
+	// on too).
 	On bool `json:"-"`
 }
 
@@ -85,16 +86,20 @@ func (a AdaptPatch) merge(q AdaptPatch) AdaptPatch {
 		Floor:     merge(a.Floor, q.Floor),
 		Latency:   merge(a.Latency, q.Latency),
 		Tolerance: merge(a.Tolerance, q.Tolerance),
-		On:        true,
+		On:        a.On || q.On,
 	}
 }
 
 func (a AdaptPatch) empty() bool { return a == AdaptPatch{} }
 
-// MarshalJSON implements json.Marshaler: "off", or the fields a sets.
+// MarshalJSON implements json.Marshaler: "off", "on" for a block with no
+// field, or the fields a sets.
 func (a AdaptPatch) MarshalJSON() ([]byte, error) {
 	if a.Off {
 		return []byte(`"off"`), nil
+	}
+	if a == (AdaptPatch{On: true}) {
+		return []byte(`"on"`), nil
 	}
 	type fields AdaptPatch
 	return json.Marshal(fields(a))
@@ -108,8 +113,9 @@ func (a *AdaptPatch) UnmarshalJSON(b []byte) error {
 
 func (w *walker) adapt(k, v *yaml.Node, flow bool) Field[AdaptPatch] {
 	out := block(w, "adapt", k, v, flow, adaptFields,
-		func(v *yaml.Node) (AdaptPatch, bool) { // adapt: off
-			return AdaptPatch{Off: true}, v.Value == "off" && v.ShortTag() == "!!str"
+		func(v *yaml.Node) (AdaptPatch, bool) { // adapt: off, adapt: on
+			on := v.Value == "on" && v.ShortTag() == "!!str"
+			return AdaptPatch{Off: !on, On: on}, (on || v.Value == "off") && v.ShortTag() == "!!str"
 		},
 		func(a *AdaptPatch, key string, k, v *yaml.Node, flow bool) {
 			switch key {
@@ -123,9 +129,8 @@ func (w *walker) adapt(k, v *yaml.Node, flow bool) Field[AdaptPatch] {
 				a.Tolerance = field(w, key, k, v, flow, w.number)
 			}
 		})
-	if a, ok := out.Get(); ok && !a.Off {
-		a.On = true
-		out = Value(a)
+	if a, ok := out.Get(); ok && a == (AdaptPatch{}) {
+		out = Value(AdaptPatch{On: true}) // adapt: {}, as adapt: on
 	}
 	return out
 }
@@ -171,7 +176,7 @@ func adaptPatch(a *Adapt, whole bool) Field[AdaptPatch] {
 // adaptPaths appends the paths of the adapt fields p sets or resets.
 func adaptPaths(out []string, f Field[AdaptPatch]) []string {
 	a, ok := f.Get()
-	if !ok || a.Off || a == (AdaptPatch{On: true}) {
+	if !ok || a.Off || a.On && a == (AdaptPatch{On: true}) {
 		return path(out, "adapt", f)
 	}
 	out = path(out, "adapt.per", a.Per)
@@ -216,8 +221,8 @@ func diffAdapt(x, y *Adapt, add func(field, from, to string)) {
 		add("adapt", adaptText(x), adaptText(y))
 	default:
 		add("adapt.per", string(x.Per), string(y.Per))
-		add("adapt.floor", floorText(x.Floor), floorText(y.Floor))
-		add("adapt.latency", latencyText(x.Latency), latencyText(y.Latency))
+		add("adapt.floor", FloorText(x.Floor), FloorText(y.Floor))
+		add("adapt.latency", LatencyText(x.Latency), LatencyText(y.Latency))
 		add("adapt.tolerance", strconv.FormatFloat(x.Tolerance, 'g', -1, 64), strconv.FormatFloat(y.Tolerance, 'g', -1, 64))
 	}
 }
@@ -227,18 +232,21 @@ func adaptText(a *Adapt) string {
 	if a == nil {
 		return "none"
 	}
-	return fmt.Sprintf("per %s floor %s latency %s tolerance %s", a.Per, floorText(a.Floor), latencyText(a.Latency),
+	return fmt.Sprintf("per %s floor %s latency %s tolerance %s", a.Per, FloorText(a.Floor), LatencyText(a.Latency),
 		strconv.FormatFloat(a.Tolerance, 'g', -1, 64))
 }
 
-func floorText(r Rate) string {
+// FloorText is an adapt block's floor as the policy file writes it,
+// "default" for none (a tenth of the ceiling).
+func FloorText(r Rate) string {
 	if r.IsZero() {
 		return "default"
 	}
 	return r.String()
 }
 
-func latencyText(d time.Duration) string {
+// LatencyText is an adapt block's latency target, "learned" for none.
+func LatencyText(d time.Duration) string {
 	if d == 0 {
 		return "learned"
 	}

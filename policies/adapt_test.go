@@ -68,7 +68,7 @@ func TestParseAdaptErrors(t *testing.T) {
 		field string
 		want  string
 	}{
-		{"not a mapping", head + "    adapt: yes\n", 5, "adapt", "want a mapping of per, floor, latency, tolerance"},
+		{"not a mapping", head + "    adapt: yes\n", 5, "adapt", `"yes": want on, off or a mapping of per, floor, latency, tolerance`},
 		{"unknown field", head + "    adapt:\n      flor: 1/s\n", 6, "adapt", `unknown field "flor" (did you mean "floor"?)`},
 		{"per unknown", head + "    adapt:\n      per: tenant\n", 6, "adapt.per", `"tenant": want "key" (each key's outflow adapts) or "policy"`},
 		{"per policy without total", head + "    adapt:\n      per: policy\n", 6, "adapt.per", `"policy" adapts the total cap: set total, or per "key"`},
@@ -127,6 +127,7 @@ func TestAdaptPatch(t *testing.T) {
 		{`{"adapt": {"floor": null}}`, &Adapt{Per: AdaptPerKey, Floor: five, Tolerance: 2}, "adapt.floor"}, // the file's
 		{`{"adapt": null}`, &Adapt{Per: AdaptPerKey, Floor: five, Tolerance: 2}, "adapt"},
 		{`{"adapt": "off"}`, nil, "adapt"},
+		{`{"adapt": "on"}`, &Adapt{Per: AdaptPerKey, Floor: five, Tolerance: 2}, "adapt"}, // the file's block
 	} {
 		if got := apply(tc.change); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("after %s: Adapt = %+v, want %+v", tc.change, got, tc.want)

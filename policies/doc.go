@@ -85,9 +85,9 @@
 //     deliveries: one shared downstream; it needs total). floor is the
 //     lowest rate, at most the ceiling; left out, a tenth of it. latency is
 //     a target delivery latency; left out, the latency may reach tolerance
-//     (above 1, at most 10) times the lowest latency seen. adapt: {} is on
-//     with the defaults; adapt: off, or leaving it out, is the fixed
-//     outflow. See docs/adaptive.md.
+//     (above 1, at most 10) times the lowest latency seen. adapt: on (or
+//     {}) is on with the defaults; adapt: off, or leaving it out, is the
+//     fixed outflow. See docs/adaptive.md.
 //
 // Any other field is an error. A field given as null (or with no value) is
 // treated as left out.

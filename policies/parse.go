@@ -209,6 +209,8 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 			what = "a NATS subject or a mapping of " + strings.Join(known, ", ")
 		case "admit":
 			what = "off or a mapping of " + strings.Join(known, ", ")
+		case "adapt":
+			what = "on, off or a mapping of " + strings.Join(known, ", ")
 		default:
 			what = "a mapping of " + strings.Join(known, ", ")
 		}
