@@ -43,11 +43,15 @@ type Reason struct {
 	Of       int           // of how many deliveries
 	Window   time.Duration // in how long
 	Capacity float64       // Recovering: the capacity returned to, per second
+	text     string        // the text a Reason read from JSON says
 }
 
 // String says the reason in a few words: "latency 2.1× baseline",
 // "3 timeouts of 40 in 1s".
 func (r Reason) String() string {
+	if r.text != "" {
+		return r.text
+	}
 	switch r.Kind {
 	case Latency:
 		return fmt.Sprintf("latency %.1f× baseline (target %v)", r.Ratio, r.Target.Round(time.Millisecond))
@@ -73,4 +77,23 @@ func (r Reason) MarshalJSON() ([]byte, error) {
 		Kind Kind   `json:"kind"`
 		Text string `json:"text"`
 	}{r.Kind, r.String()})
+}
+
+// UnmarshalJSON implements json.Unmarshaler: a Reason read back keeps its
+// kind and its text, not the figures.
+func (r *Reason) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Kind string `json:"kind"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Reason{text: v.Text}
+	for k, name := range kindNames {
+		if name == v.Kind {
+			r.Kind = Kind(k)
+		}
+	}
+	return nil
 }

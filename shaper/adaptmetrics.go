@@ -1,0 +1,26 @@
+package shaper
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+const adaptRateDesc = "Effective rate of an adaptive outflow, per second: of the policy's total (per: policy; no key label) " +
+	"or of one of its five deepest keys (per: key), with the reason that set it (latency, timeouts, throttled, failures, " +
+	"probing, recovering, unused, at_ceiling). The ceiling is shaper_outflow_per_second (or the total)."
+
+// observeAdapting observes the effective rates of p's adaptive outflow,
+// if it has one.
+func observeAdapting(o metric.Observer, g metric.Float64ObservableGauge, p PolicyStatus) {
+	a := p.Adapting
+	if a == nil {
+		return
+	}
+	policy := attribute.String("policy", p.Name)
+	if st := a.Policy; st != nil {
+		o.ObserveFloat64(g, st.Rate, metric.WithAttributes(policy, attribute.String("reason", st.Reason.Kind.String())))
+	}
+	for _, k := range a.Keys {
+		o.ObserveFloat64(g, k.Rate, metric.WithAttributes(policy, attribute.String("key", k.Key), attribute.String("reason", k.Reason.Kind.String())))
+	}
+}
