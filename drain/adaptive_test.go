@@ -21,13 +21,15 @@ import (
 type attempt struct {
 	key   string
 	start time.Duration
+	took  time.Duration
 	err   error
 }
 
 // stepRig is a MemQueue kept full for its keys, a driven Drainer, and a
 // simulated downstream per key (or one for all).
 type stepRig struct {
-	clock *virtualClock
+	clock *virtualClock // nil when started on the real (or synctest's) clock
+	now   func() time.Time
 	t0    time.Time
 	q     *drain.MemQueue
 	d     *drain.Drainer
@@ -41,7 +43,7 @@ type stepRig struct {
 func newStepRig(tb testing.TB, pace drain.Pace, sinks map[string]downstream.Config) *stepRig {
 	tb.Helper()
 	r := &stepRig{clock: &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, sinks: map[string]*downstream.Downstream{}}
-	r.t0 = r.clock.Now()
+	r.t0, r.now = r.clock.Now(), r.clock.Now
 	for key, cfg := range sinks {
 		ds, err := downstream.New(r.clock, cfg)
 		if err != nil {
@@ -67,7 +69,7 @@ func (r *stepRig) Deliver(ctx context.Context, d *drain.Delivery) error {
 	}
 	err := ds.Deliver(ctx, d)
 	r.mu.Lock()
-	r.attempts = append(r.attempts, attempt{key: d.Msg.Key, start: r.clock.Now().Sub(r.t0), err: err})
+	r.attempts = append(r.attempts, attempt{key: d.Msg.Key, start: r.now().Sub(r.t0), took: d.Took, err: err})
 	r.mu.Unlock()
 	return err
 }
@@ -109,13 +111,14 @@ type phaseFigures struct {
 	low, hi  float64       // the effective rate's range once settled, per second
 	attempts int           // once settled
 	failed   int           // once settled
+	latency  time.Duration // the mean latency once settled
 	maxIn1s  int           // most deliveries started in any 1 s window of the phase
 }
 
 func (f phaseFigures) String() string {
-	return fmt.Sprintf("capacity %4.0f/s: within 10 %% after %5v, then rate %.1f–%.1f/s (%+.1f %% … %+.1f %%), failed %d of %d (%.2f %%), most in 1 s %d",
+	return fmt.Sprintf("capacity %4.0f/s: within 10 %% after %5v, then rate %.1f–%.1f/s (%+.1f %% … %+.1f %%), failed %d of %d (%.2f %%), latency %v, most in 1 s %d",
 		f.capacity, f.settle, f.low, f.hi, 100*(f.low/f.capacity-1), 100*(f.hi/f.capacity-1), f.failed, f.attempts,
-		100*float64(f.failed)/float64(max(f.attempts, 1)), f.maxIn1s)
+		100*float64(f.failed)/float64(max(f.attempts, 1)), f.latency.Round(time.Millisecond), f.maxIn1s)
 }
 
 // figures measures key's phases [from, to) from the rates sampled every
@@ -149,12 +152,14 @@ func (r *stepRig) figures(keys []string, rates []float64, from, to time.Duration
 		}
 		starts = append(starts, a.start)
 		if a.start >= steady {
+			f.latency += a.took
 			f.attempts++
 			if a.err != nil {
 				f.failed++
 			}
 		}
 	}
+	f.latency /= time.Duration(max(f.attempts, 1))
 	for i, j := 0, 0; i < len(starts); i++ {
 		for starts[i]-starts[j] >= time.Second {
 			j++
