@@ -174,12 +174,12 @@ func (c *Controller) Interval() time.Duration {
 
 // Status is a Controller's state, to show.
 type Status struct {
-	Rate     float64       `json:"rate"`     // per second
-	Ceiling  float64       `json:"ceiling"`  // per second
-	Floor    float64       `json:"floor"`    // per second
+	Rate     float64       `json:"rate"`        // per second
+	Ceiling  float64       `json:"ceiling"`     // per second
+	Floor    float64       `json:"floor"`       // per second
 	Baseline time.Duration `json:"baseline_ns"` // the learned baseline latency (0: none yet)
-	Capacity float64       `json:"capacity"` // the downstream's capacity last estimated (0: none)
-	Reason   Reason        `json:"reason"`   // why the rate is what it is
+	Capacity float64       `json:"capacity"`    // the downstream's capacity last estimated (0: none)
+	Reason   Reason        `json:"reason"`      // why the rate is what it is
 }
 
 // Status returns the Controller's state.
