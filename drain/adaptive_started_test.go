@@ -8,7 +8,6 @@ import (
 
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/drain/downstream"
-	"github.com/shaper-dev/shaper/queue"
 )
 
 // wallClock is the time package's clock: under synctest, a virtual one
@@ -94,23 +93,9 @@ func runStarted(t *testing.T, c stepCase, pace drain.Pace, length time.Duration)
 	r.d.Start(t.Context())
 	var rates []float64
 	for at := time.Duration(0); at < length; at += 100 * time.Millisecond {
-		for _, key := range c.keys {
-			token, _ := queue.EncodeKey(key)
-			for n := r.d.Key(token, time.Now()).Queued; n < 20; n++ {
-				r.admitted++
-				if _, err := r.q.Admit(t.Context(), queue.Job{ID: fmt.Sprintf("%s-%d", key, r.admitted), Key: key}); err != nil {
-					t.Fatalf("Admit = %v", err)
-				}
-			}
-		}
+		r.topUp(t, c.keys, 20, time.Now())
 		time.Sleep(100 * time.Millisecond)
-		rate := c.ceiling
-		if st, ok := r.d.AdaptStatus(""); ok {
-			rate = st.Rate
-		} else if len(c.keys) == 1 {
-			rate = rateOf(r.d, c.keys[0], c.ceiling)
-		}
-		rates = append(rates, rate)
+		rates = append(rates, c.rate(r.d))
 	}
 	r.d.Stop()
 	return r, rates

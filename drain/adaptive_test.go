@@ -81,15 +81,7 @@ func (r *stepRig) run(tb testing.TB, keys []string, depth int, end time.Duration
 	ctx := context.Background()
 	for at := time.Duration(0); at <= end; at += 100 * time.Millisecond {
 		now := r.t0.Add(at)
-		for _, key := range keys {
-			token, _ := queue.EncodeKey(key)
-			for n := r.d.Key(token, now).Queued; n < int64(depth); n++ {
-				r.admitted++
-				if _, err := r.q.Admit(ctx, queue.Job{ID: fmt.Sprintf("%s-%d", key, r.admitted), Key: key}); err != nil {
-					tb.Fatalf("Admit = %v", err)
-				}
-			}
-		}
+		r.topUp(tb, keys, depth, now)
 		for {
 			next, ok := r.d.Advance(ctx, r.clock.Now())
 			if !ok || next.After(now) {
@@ -102,6 +94,32 @@ func (r *stepRig) run(tb testing.TB, keys []string, depth int, end time.Duration
 			sample(at)
 		}
 	}
+}
+
+// topUp stores jobs for each of keys until it has depth.
+func (r *stepRig) topUp(tb testing.TB, keys []string, depth int, now time.Time) {
+	tb.Helper()
+	for _, key := range keys {
+		token, _ := queue.EncodeKey(key)
+		for n := r.d.Key(token, now).Queued; n < int64(depth); n++ {
+			r.admitted++
+			if _, err := r.q.Admit(context.Background(), queue.Job{ID: fmt.Sprintf("%s-%d", key, r.admitted), Key: key}); err != nil {
+				tb.Fatalf("Admit = %v", err)
+			}
+		}
+	}
+}
+
+// rate returns the effective rate of c's drainer d now: the policy's, or
+// its one key's, or the ceiling when neither adapts.
+func (c stepCase) rate(d *drain.Drainer) float64 {
+	if st, ok := d.AdaptStatus(""); ok {
+		return st.Rate
+	}
+	if len(c.keys) == 1 {
+		return rateOf(d, c.keys[0], c.ceiling)
+	}
+	return c.ceiling
 }
 
 // phaseFigures are what a key did in one phase of constant capacity.
@@ -222,15 +240,7 @@ func TestAdaptStep(t *testing.T) {
 			run := func(pace drain.Pace) (*stepRig, []float64) {
 				r := newStepRig(t, pace, map[string]downstream.Config{"": c.ds})
 				var rates []float64
-				r.run(t, c.keys, 100, 3*phase, func(time.Duration) {
-					rate := c.ceiling
-					if st, ok := r.d.AdaptStatus(""); ok {
-						rate = st.Rate
-					} else if len(c.keys) == 1 {
-						rate = rateOf(r.d, c.keys[0], c.ceiling)
-					}
-					rates = append(rates, rate)
-				})
+				r.run(t, c.keys, 100, 3*phase, func(time.Duration) { rates = append(rates, c.rate(r.d)) })
 				return r, rates
 			}
 			r, rates := run(adaptive)
@@ -343,14 +353,9 @@ func TestAdaptRandomDownstreams(t *testing.T) {
 			pace = drain.Pace{Interval: 100 * time.Millisecond, Total: 20 * time.Millisecond, Retry: retry, Adapt: drain.Adapt{Scope: drain.AdaptPolicy}}
 		}
 		r := newStepRig(t, pace, map[string]downstream.Config{"": ds})
+		c := stepCase{keys: keys, ceiling: 50}
 		var rates []float64
-		r.run(t, keys, 100, 3*phase, func(time.Duration) {
-			st, ok := r.d.AdaptStatus("")
-			if !ok {
-				st.Rate = rateOf(r.d, keys[0], 50)
-			}
-			rates = append(rates, st.Rate)
-		})
+		r.run(t, keys, 100, 3*phase, func(time.Duration) { rates = append(rates, c.rate(r.d)) })
 		for p, capacity := range []float64{50, low, 50} {
 			from, to := time.Duration(p)*phase, time.Duration(p+1)*phase
 			f := r.figures(keys, rates, from, to, capacity)
