@@ -1,6 +1,8 @@
 package shaper
 
 import (
+	"math"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -23,4 +25,23 @@ func observeAdapting(o metric.Observer, g metric.Float64ObservableGauge, p Polic
 	for _, k := range a.Keys {
 		o.ObserveFloat64(g, k.Rate, metric.WithAttributes(policy, attribute.String("key", k.Key), attribute.String("reason", k.Reason.Kind.String())))
 	}
+}
+
+// adaptedRate returns the effective rate of line's adaptive outflow for
+// the operator page's chart: the total's, or the deepest adapting key's;
+// NaN without one.
+func adaptedRate(line *served) float64 {
+	if line.Gate.Policy().Adapt == nil {
+		return math.NaN()
+	}
+	a := line.Drain.Adapting(1)
+	switch {
+	case a == nil:
+		return math.NaN()
+	case a.Policy != nil:
+		return a.Policy.Rate
+	case len(a.Keys) > 0:
+		return a.Keys[0].Rate
+	}
+	return math.NaN()
 }

@@ -72,10 +72,10 @@ var fieldFlags = []fieldFlag{
 	{"admit-burst", "admit.burst", "int", "bucket size of gcra and token_bucket"},
 	{"admit-shadow", "admit.shadow", "bool", "only count what the limit would refuse"},
 	{"admit-fail", "admit.fail", "text", "open or closed: what to do when Redis fails"},
-	{"adapt", "adapt", "text", "on (with the defaults) or off: the adaptive outflow, whatever the file says"},
+	{"adapt", "adapt", "text", "on or off: the adaptive outflow, whatever the file says (on keeps the file's adapt fields)"},
 	{"adapt-per", "adapt.per", "text", "key or policy: what adapts, each key's outflow or the total"},
 	{"adapt-floor", "adapt.floor", "text", "lowest rate the outflow adapts down to, e.g. 2/s"},
-	{"adapt-latency", "adapt.latency", "text", "target delivery latency, e.g. 200ms (default: the learned baseline × tolerance)"},
+	{"adapt-latency", "adapt.latency", "text", "target delivery latency, e.g. 200ms (none: the learned baseline × tolerance)"},
 	{"adapt-tolerance", "adapt.tolerance", "float", "times the learned baseline latency may reach, e.g. 1.5"},
 }
 
