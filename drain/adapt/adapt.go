@@ -151,10 +151,15 @@ func New(cfg Config, ceiling float64) *Controller {
 	return c
 }
 
-// SetCeiling changes the ceiling; the rate is clamped to it at once.
+// SetCeiling changes the ceiling; the rate is clamped to it at once. A
+// rate at the old ceiling (nothing held it back) moves to the new one.
 func (c *Controller) SetCeiling(ceiling float64) {
+	atCeiling := c.rate >= c.ceiling
 	c.ceiling = max(ceiling, 0)
 	c.rate = c.clamp(c.rate)
+	if atCeiling {
+		c.rate = c.ceiling
+	}
 	if c.capacity > c.ceiling {
 		c.capacity = 0
 	}

@@ -36,6 +36,16 @@ func TestNewStartsAtCeiling(t *testing.T) {
 	if c.Rate() != 10 {
 		t.Errorf("Rate() after SetCeiling(10) = %v, want 10 at once", c.Rate())
 	}
+	c.SetCeiling(20)
+	if c.Rate() != 20 {
+		t.Errorf("Rate() at the ceiling after SetCeiling(20) = %v, want 20: nothing held it back", c.Rate())
+	}
+	c.rate = 15 // held under the ceiling: it stays, and probes up from there
+	c.SetCeiling(40)
+	if c.Rate() != 15 {
+		t.Errorf("Rate() of 15 under a ceiling raised to 40 = %v, want 15", c.Rate())
+	}
+	c.SetCeiling(20)
 	c.SetConfig(Config{Floor: 20}, 10)
 	if c.Rate() != 10 || c.Status().Floor != 10 {
 		t.Errorf("a floor above the ceiling: %+v, want floor and rate at the ceiling", c.Status())
