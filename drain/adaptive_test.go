@@ -328,6 +328,15 @@ func TestAdaptIsolatesKeys(t *testing.T) {
 			t.Errorf("StartIn of key %s's 11th job − its 1st after the ceiling fell to 1/s = %v, want 10 s", key, gap)
 		}
 	}
+	// Adaptation turned off: the fixed outflow again, at once.
+	pace.Interval, pace.Adapt = 50*time.Millisecond, drain.Adapt{}
+	r.d.SetPace(pace)
+	if st, ok := r.d.AdaptStatus(token); ok {
+		t.Errorf("AdaptStatus(slow) after adaptation was turned off = %+v, want none", st)
+	}
+	if gap := r.d.StartIn(token, 11, now) - r.d.StartIn(token, 1, now); gap != 500*time.Millisecond {
+		t.Errorf("StartIn of the slow key's 11th job − its 1st without adaptation = %v, want 10 fixed intervals of 50 ms", gap)
+	}
 }
 
 // Random downstreams (base latency 2–200 ms with up to 100 % jitter, a

@@ -219,13 +219,15 @@ func New(q Queue, sink Sink, pace Pace, cfg Config) *Drainer {
 // attempt's slot plus the new interval (never sooner than the new rate
 // allows since that attempt; later if the downstream asked the key to
 // pause), and the slots reserved under the total cap are given up and
-// taken again from the last one granted plus the new total interval. New
-// retry bounds apply from the next failure.
+// taken again from the last one granted plus the new total interval. A
+// new adaptation (Pace.Adapt) re-plans them too, at the effective
+// interval; a lower ceiling clamps it at once. New retry bounds apply from
+// the next failure.
 func (d *Drainer) SetPace(p Pace) {
 	d.mu.Lock()
 	old := d.pace
 	d.setPace(p)
-	if p.Interval != old.Interval || p.Total != old.Total {
+	if p.Interval != old.Interval || p.Total != old.Total || p.Adapt != old.Adapt {
 		d.replan(d.clock.Now())
 	}
 	d.mu.Unlock()
