@@ -79,6 +79,18 @@
 // slot; keys get those slots in the order they fell due, so the cap is
 // shared fairly.
 //
+// With Pace.Adapt, Interval (AdaptKey) or Total (AdaptPolicy) is a
+// ceiling: a controller of package adapt, one per key or one for the
+// Drainer, is fed every attempt's outcome (its latency — Delivery.Took
+// when the sink says, else the clock's — a timeout, a failure, a pause the
+// downstream asked for) and sets the effective interval, never shorter
+// than the ceiling's. The slots, the schedule's answers (StartIn, RoomIn,
+// Stored) and the status all read that one effective interval, so what
+// producers are told is what the drain does; a new ceiling (SetPace)
+// clamps it at once. A key's controller outlives the key's idle moments
+// (at least ten minutes). AdaptStatus and Group.Adapting show the rates
+// and why. The slot hold (below) stays the ceiling's interval.
+//
 // A delivered job keeps its queue slot for the rest of its outflow slot (at
 // most Config.MaxSlotHold): a key's queue therefore behaves as a leaky bucket
 // of the queue size, and a burst against a draining key finds exactly that

@@ -146,6 +146,7 @@ type Drainer struct {
 	stopped         bool               // Stop was called: nothing more is due
 	cancel          context.CancelFunc // ends the watch, and the goroutines of Start
 	calls           queueCalls         // the context of the steps' queue calls (outage.go)
+	adaptive        adaptive           // the adaptive rates, with Pace.Adapt (adaptive.go)
 
 	kick        chan struct{}
 	tasks       chan *step
@@ -218,13 +219,15 @@ func New(q Queue, sink Sink, pace Pace, cfg Config) *Drainer {
 // attempt's slot plus the new interval (never sooner than the new rate
 // allows since that attempt; later if the downstream asked the key to
 // pause), and the slots reserved under the total cap are given up and
-// taken again from the last one granted plus the new total interval. New
-// retry bounds apply from the next failure.
+// taken again from the last one granted plus the new total interval. A
+// new adaptation (Pace.Adapt) re-plans them too, at the effective
+// interval; a lower ceiling clamps it at once. New retry bounds apply from
+// the next failure.
 func (d *Drainer) SetPace(p Pace) {
 	d.mu.Lock()
 	old := d.pace
 	d.setPace(p)
-	if p.Interval != old.Interval || p.Total != old.Total {
+	if p.Interval != old.Interval || p.Total != old.Total || p.Adapt != old.Adapt {
 		d.replan(d.clock.Now())
 	}
 	d.mu.Unlock()
@@ -236,17 +239,17 @@ func (d *Drainer) SetPace(p Pace) {
 // d.mu must be held.
 func (d *Drainer) replan(now time.Time) {
 	switch {
-	case d.pace.Total <= 0:
+	case d.total() <= 0:
 		d.totalNext = time.Time{}
 	case !d.totalLast.IsZero():
-		d.totalNext = nextSlot(d.totalLast, d.totalLastAt, d.pace.Total)
+		d.totalNext = nextSlot(d.totalLast, d.totalLastAt, d.total())
 	}
 	for _, k := range d.keys {
 		if k.busy {
 			continue
 		}
 		if !k.last.IsZero() {
-			k.next = maxTime(nextSlot(k.last, k.lastStart, d.pace.Interval), k.paused)
+			k.next = maxTime(nextSlot(k.last, k.lastStart, d.interval(k)), k.paused)
 		} else if k.reserved {
 			k.next = maxTime(k.paused, now)
 		}
@@ -258,6 +261,7 @@ func (d *Drainer) replan(now time.Time) {
 func (d *Drainer) setPace(p Pace) {
 	d.pace = p
 	d.hold = slotHold(p.Interval, d.cfg.MaxSlotHold)
+	d.setAdapt()
 }
 
 // Start begins draining in the background; it returns at once. ctx bounds

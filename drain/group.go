@@ -71,10 +71,14 @@ func NewGroup(q Queue, n int, sink Sink, pace Pace, cfg Config) *Group {
 }
 
 // share returns the pace of one of n partitions: the total cap's
-// interval n times as long.
+// interval n times as long, and with an adaptive total (AdaptPolicy) its
+// floor an n-th: each partition adapts its share on its own.
 func share(p Pace, n int) Pace {
 	if p.Total > 0 {
 		p.Total *= time.Duration(n)
+	}
+	if p.Adapt.Scope == AdaptPolicy {
+		p.Adapt.Floor /= float64(n)
 	}
 	return p
 }

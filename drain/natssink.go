@@ -93,7 +93,7 @@ func (s *NATSSink) Deliver(ctx context.Context, d *Delivery) error {
 	case s.js != nil:
 		// The job id dedupes a redelivery after a crash inside the stream's window.
 		if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(d.Msg.ID)); err != nil {
-			return fmt.Errorf("%w: publish to stream: %v", ErrDelivery, err)
+			return fmt.Errorf("%w: publish to stream: %w", ErrDelivery, err)
 		}
 	case s.publish:
 		if err := s.nc.PublishMsg(m); err != nil {
@@ -109,7 +109,7 @@ func (s *NATSSink) Deliver(ctx context.Context, d *Delivery) error {
 			return s.absentConsumer(subject)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrDelivery, subject, err)
+			return fmt.Errorf("%w: %s: %w", ErrDelivery, subject, err) // a timeout stays one (Pace.Adapt)
 		}
 		// A status message from the server (a timeout or an error while the
 		// cluster changes) is not a consumer's reply.

@@ -20,6 +20,10 @@ type Pace struct {
 	Total time.Duration
 	// Retry says how failed deliveries are retried.
 	Retry Retry
+	// Adapt, when on, makes Interval (AdaptKey) or Total (AdaptPolicy) a
+	// ceiling, and paces at a rate adapted to what deliveries tell (see
+	// adaptive.go and package adapt). The zero Adapt is off.
+	Adapt Adapt
 }
 
 // Retry bounds how often and how long a failed delivery is retried. The

@@ -106,7 +106,7 @@ func (d *Drainer) Stored(token string, seq uint64, now time.Time) (KeyStatus, ti
 	k := d.keys[token]
 	var st KeyStatus
 	if k == nil {
-		st = KeyStatus{RoomIn: d.pace.Interval, Seen: d.seen}
+		st = KeyStatus{RoomIn: d.intervalOf(token), Seen: d.seen}
 		k = &keyState{notified: math.MaxUint64} // its jobs come after every job seen
 	} else {
 		st = d.status(k, now)
@@ -185,7 +185,7 @@ func (d *Drainer) firstAttempt(k *keyState, now time.Time) time.Time {
 	if !ok {
 		at = maxTime(k.next, now)
 	}
-	if k.reserved || d.pace.Total <= 0 {
+	if k.reserved || d.total() <= 0 {
 		return at
 	}
 	r := d.roundsOf(k, now)
@@ -232,7 +232,7 @@ const exactKeys = 4096
 
 // roundsOf returns the rounds of k. d.mu must be held.
 func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
-	r := rounds{interval: d.pace.Interval, total: d.pace.Total, tally: &d.waiting, tallied: k.tallied}
+	r := rounds{interval: d.interval(k), total: d.total(), tally: &d.waiting, tallied: k.tallied}
 	if r.total <= 0 || time.Duration(d.waiting.keys(1)+1)*r.total <= r.interval {
 		return r // the cap never binds the key: its interval spaces its attempts
 	}

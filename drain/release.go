@@ -147,6 +147,6 @@ func (d *Drainer) KeepPace(last map[string]time.Time) {
 			continue
 		}
 		k.last, k.lastStart = at, at
-		k.next = maxTime(k.next, at.Add(d.pace.Interval))
+		k.next = maxTime(k.next, at.Add(d.interval(k)))
 	}
 }

@@ -172,7 +172,7 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 			s.read, s.from = true, t.msg.Seq+1
 		}
 	} else if i, scheduled, deferred, ok := k.choose(now, d.pace.Retry.Budget >= 1); ok {
-		if d.pace.Total > 0 {
+		if total := d.total(); total > 0 {
 			slot := scheduled // reserved under the cap already
 			if !k.reserved {
 				slot = maxTime(scheduled, d.totalNext)
@@ -181,11 +181,11 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 					// next slot under it. Keys get slots in the order they
 					// fell due.
 					k.next, k.reserved = slot, true
-					d.totalNext = slot.Add(d.pace.Total)
+					d.totalNext = slot.Add(total)
 					d.place(k, now)
 					return nil
 				}
-				d.totalNext = nextSlot(slot, now, d.pace.Total)
+				d.totalNext = nextSlot(slot, now, total)
 			}
 			d.totalLast, d.totalLastAt = slot, now
 		}
@@ -271,7 +271,8 @@ func (d *Drainer) complete(s *step) (report bool) {
 		if Attempted(s.err) {
 			// Every attempt takes a slot of the key; retries use its budget.
 			k.last, k.lastStart = s.scheduled, s.started
-			k.next = nextSlot(s.scheduled, s.started, d.pace.Interval)
+			d.observe(k, s)
+			k.next = nextSlot(s.scheduled, s.started, d.interval(k))
 			if t.retrying {
 				d.retries++
 				k.spend()

@@ -17,6 +17,11 @@ type Delivery struct {
 	Policy string // the policy name
 	Token  string // the key's subject token (queue.EncodeKey)
 	Msg    *queue.Msg
+	// Took, when the sink sets it, is how long the delivery took at the
+	// downstream, instead of the time Deliver ran: a simulated downstream
+	// on a virtual clock answers at once and says so here. An adaptive
+	// pace (Pace.Adapt) reads it as the delivery's latency.
+	Took time.Duration
 }
 
 // Header returns the headers a delivery carries: Shaper-Job-Id,

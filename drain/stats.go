@@ -96,7 +96,7 @@ func (d *Drainer) Key(token string, now time.Time) KeyStatus {
 	defer d.mu.Unlock()
 	k := d.keys[token]
 	if k == nil {
-		return KeyStatus{RoomIn: d.pace.Interval, Seen: d.seen}
+		return KeyStatus{RoomIn: d.intervalOf(token), Seen: d.seen}
 	}
 	return d.status(k, now)
 }

@@ -42,6 +42,7 @@ type step struct {
 	// results
 	fenced    bool // the delivery or dead letter did not start: past the lease's bound (HoldUntil)
 	started   time.Time
+	took      time.Duration // how long the delivery took (Delivery.Took, or by the clock)
 	err       error
 	deadErr   error
 	removeOK  bool
@@ -107,6 +108,9 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 		}
 		s.delivery = Delivery{Policy: d.policy, Token: s.k.token, Msg: s.deliver}
 		s.err = d.sink.Deliver(ctx, &s.delivery)
+		if s.took = s.delivery.Took; s.took <= 0 {
+			s.took = d.clock.Now().Sub(s.started)
+		}
 		if s.err != nil {
 			s.read = s.read && s.job != headJob // the head stays
 		} else {
@@ -213,7 +217,7 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 	}
 	switch {
 	case s.head != nil:
-		k.headAt(s.head, s.readSince, now, d.pace.Interval)
+		k.headAt(s.head, s.readSince, now, d.interval(k))
 		if s.seek {
 			k.seekFrom = s.head.Seq + 1
 		}

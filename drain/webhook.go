@@ -55,7 +55,7 @@ func (s *WebhookSink) Deliver(ctx context.Context, d *Delivery) error {
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrDelivery, err)
+		return fmt.Errorf("%w: %w", ErrDelivery, err) // a timeout stays one (Pace.Adapt)
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

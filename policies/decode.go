@@ -47,6 +47,8 @@ func (w *walker) policy(item *yaml.Node, flow bool) {
 			out.Retry = w.retry(k, v, flow)
 		case "admit":
 			out.Admit = w.admit(k, v, flow)
+		case "adapt":
+			out.Adapt = w.adapt(k, v, flow)
 		}
 	})
 }

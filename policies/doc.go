@@ -25,6 +25,9 @@
 //	      burst: 10
 //	      shadow: false
 //	      fail: open
+//	    adapt:              # optional; an adaptive outflow under outflow (or total)
+//	      per: key
+//	      floor: 2/s
 //
 // The fields of a policy:
 //
@@ -74,6 +77,17 @@
 //     backend (Redis) fails: "open" admits within this shaper's local share
 //     of the limit, "closed" rejects (503). admit: off is no admission
 //     limit, as is leaving it out.
+//   - adapt: an adaptive outflow: the drain paces at a rate it adapts,
+//     between a floor and a ceiling it never exceeds, from the deliveries'
+//     latency, timeouts, failures and 429/503 answers. per is "key" (each
+//     key's rate adapts under outflow, from its own deliveries: a
+//     downstream per key) or "policy" (the total adapts, from every key's
+//     deliveries: one shared downstream; it needs total). floor is the
+//     lowest rate, at most the ceiling; left out, a tenth of it. latency is
+//     a target delivery latency; left out, the latency may reach tolerance
+//     (above 1, at most 10) times the lowest latency seen. adapt: on (or
+//     {}) is on with the defaults; adapt: off, or leaving it out, is the
+//     fixed outflow. See docs/adaptive.md.
 //
 // Any other field is an error. A field given as null (or with no value) is
 // treated as left out.
@@ -100,6 +114,10 @@
 //	retry.deadline     DefaultRetryDeadline (24h)
 //	retry.budget       DefaultRetryBudget (20%)
 //	admit.fail         DefaultAdmitFail (open), when there is an admit block
+//	adapt.per          DefaultAdaptPer (key), when there is an adapt block
+//	adapt.floor        DefaultAdaptFloorShare (a tenth) of the ceiling
+//	adapt.latency      none: the learned baseline times tolerance
+//	adapt.tolerance    DefaultAdaptTolerance (1.5)
 //
 // A value given explicitly is never replaced: "attempts: 0" is an error, not
 // a request for the default. Patch.Resolve is the one place defaults are
@@ -114,8 +132,8 @@
 // file. A field left out keeps its value; null resets it to the file's
 // value, or to the default when the file leaves it out; a block names only
 // the fields it changes ({"retry": {"attempts": 3}} leaves backoff,
-// deadline and budget as they are); admit "off" and total "off" switch
-// those off whatever the file says. A live override is the Merge of the
+// deadline and budget as they are); admit "off", adapt "off" and total
+// "off" switch those off whatever the file says. A live override is the Merge of the
 // changes since the last reset, and the live policy is the file's Patch
 // merged with it, resolved: so a field the override leaves out follows
 // the file.

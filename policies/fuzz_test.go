@@ -68,6 +68,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("policies:\n  - name: a\n    outflow: 1/s\n    queue: 1\n    deliver: {webhook: 'http://x/'}\n    retry: {backoff: 2s}\n"))
 	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, admit: {algorithm: fixed_window, limit: 3/s}}]"))
 	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, retry: {budget: 12.5%}}, {name: b, outflow: 1/s, queue: 1, retry: {budget: off}}]"))
+	f.Add([]byte("policies: [{name: a, outflow: 50/s, queue: 1, adapt: {per: key, floor: 2/s, latency: 200ms, tolerance: 2}}, {name: b, outflow: 1/s, total: 9/s, queue: 1, adapt: {per: policy}}, {name: c, outflow: 1/s, queue: 1, adapt: {}}]"))
 	f.Add([]byte("a: &x [*x]\npolicies:\n  - *x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := Parse("f.yaml", data)

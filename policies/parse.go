@@ -73,7 +73,7 @@ func (p *parser) errorf(at pos, field, format string, args ...any) *Error {
 // Field names, in the order the documentation gives them.
 var (
 	fileFields    = []string{"policies"}
-	policyFields  = []string{"name", "outflow", "queue", "overflow", "total", "partitions", "deliver", "retry", "admit"}
+	policyFields  = []string{"name", "outflow", "queue", "overflow", "total", "partitions", "deliver", "retry", "admit", "adapt"}
 	deliverFields = []string{"subject", "stream", "mode", "confirm", "webhook", "timeout"}
 	retryFields   = []string{"attempts", "backoff", "max_backoff", "deadline", "budget"}
 	admitFields   = []string{"algorithm", "limit", "burst", "shadow", "fail"}
@@ -209,6 +209,8 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 			what = "a NATS subject or a mapping of " + strings.Join(known, ", ")
 		case "admit":
 			what = "off or a mapping of " + strings.Join(known, ", ")
+		case "adapt":
+			what = "on, off or a mapping of " + strings.Join(known, ", ")
 		default:
 			what = "a mapping of " + strings.Join(known, ", ")
 		}

@@ -36,6 +36,8 @@ type Patch struct {
 	Deliver Field[DeliverPatch] `json:"deliver,omitzero"`
 	Retry   Field[RetryPatch]   `json:"retry,omitzero"`
 	Admit   Field[AdmitPatch]   `json:"admit,omitzero"`
+	// Adapt changes the adapt block, field by field; "off" turns it off.
+	Adapt Field[AdaptPatch] `json:"adapt,omitzero"`
 }
 
 // DeliverPatch is a change to a policy's Deliver block. The older
@@ -96,6 +98,7 @@ func (p Patch) Merge(q Patch) Patch {
 		Deliver:    mergeBlock(p.Deliver, q.Deliver),
 		Retry:      mergeBlock(p.Retry, q.Retry),
 		Admit:      mergeBlock(p.Admit, q.Admit),
+		Adapt:      mergeBlock(p.Adapt, q.Adapt),
 	}
 }
 
@@ -181,7 +184,7 @@ func (p Patch) Paths() []string {
 	} else {
 		out = path(out, "admit", p.Admit)
 	}
-	return out
+	return adaptPaths(out, p.Adapt)
 }
 
 // IsEmpty reports whether p neither sets nor resets any field.

@@ -115,6 +115,9 @@ func ParseOverride(data []byte) (Patch, error) {
 		if p.Admit.IsZero() {
 			p.Admit = Value(AdmitPatch{Off: true})
 		}
+		if p.Adapt.IsZero() {
+			p.Adapt = Value(AdaptPatch{Off: true})
+		}
 	}
 	return p, nil
 }

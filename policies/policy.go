@@ -67,6 +67,8 @@ type Policy struct {
 	Retry Retry `json:"retry"`
 	// Admit is an optional admission limit checked before the queue; nil means none.
 	Admit *Admit `json:"admit,omitempty"`
+	// Adapt is an optional adaptive outflow; nil means the fixed outflow.
+	Adapt *Adapt `json:"adapt,omitempty"`
 	// Line is the line of the policy file on which this policy starts (0 when not from a file).
 	Line int `json:"-"`
 }

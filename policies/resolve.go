@@ -95,6 +95,8 @@ func (p Patch) resolve() (Policy, []*Error) {
 		need("admit.limit", ok, "want a rate such as 600/m")
 	}
 
+	pol.Adapt = resolveAdapt(p.Adapt)
+
 	// The default subject of a policy without a usable name is no subject:
 	// the name's problem is the one to report.
 	badName := checkName(pol.Name) != ""
@@ -141,6 +143,7 @@ func patchOf(p Policy) Patch {
 			Fail:      nonZero(a.Fail),
 		})
 	}
+	out.Adapt = adaptPatch(p.Adapt, false)
 	return out
 }
 
@@ -180,6 +183,7 @@ func whole(p Policy) Patch {
 			Fail:      Value(a.Fail),
 		})
 	}
+	out.Adapt = adaptPatch(p.Adapt, true)
 	return out
 }
 

@@ -111,5 +111,9 @@ func (p Policy) Clone() Policy {
 		a := *p.Admit
 		p.Admit = &a
 	}
+	if p.Adapt != nil {
+		a := *p.Adapt
+		p.Adapt = &a
+	}
 	return p
 }

@@ -162,6 +162,9 @@ func (p *Policy) validate() []*Error {
 			add("admit.fail", "%q: want %q or %q", a.Fail, FailOpen, FailClosed)
 		}
 	}
+	if a := p.Adapt; a != nil {
+		a.validate(p, add)
+	}
 	return errs
 }
 

@@ -24,7 +24,7 @@ const (
 
 // liveExposition runs a shaper through what its dashboard shows — jobs
 // admitted, refused with 429, deferred, delivered, a failed delivery and a
-// dead letter — and returns its /metrics once every histogram has samples.
+// dead letter, an adaptive total — and returns its /metrics once every histogram has samples.
 func liveExposition(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	h := newHook(t)
@@ -40,6 +40,11 @@ policies:
     overflow: defer
     retry: {attempts: 1}
     deliver: {webhook: %q}
+  - name: adaptive
+    outflow: 1/m
+    total: 2/m
+    queue: 1
+    adapt: {per: policy}
 `, h.srv.URL))
 	wait := collect(t, r.nc, "shaper.out.paced.>")
 	codes := map[int]int{}

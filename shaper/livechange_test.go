@@ -29,6 +29,7 @@ policies:
     deliver: {subject: out.all, timeout: 3s}
     retry: {attempts: 5, backoff: 7s, max_backoff: 2m, deadline: 2h, budget: off}
     admit: {algorithm: token_bucket, limit: 600/m, burst: 10, shadow: true, fail: closed}
+    adapt: {per: key, floor: 5/s, latency: 250ms, tolerance: 2}
 `
 
 // fields returns the policy fields of a GET /v1/policies/{name} answer by
@@ -49,6 +50,7 @@ func fields(body map[string]any) map[string]string {
 		"deliver": {"subject", "stream", "mode", "webhook", "timeout"},
 		"retry":   {"attempts", "backoff", "max_backoff", "deadline", "budget"},
 		"admit":   {"algorithm", "limit", "burst", "shadow", "fail"},
+		"adapt":   {"per", "floor", "latency", "tolerance"},
 	} {
 		m, _ := body[block].(map[string]any)
 		for _, f := range names {
@@ -118,6 +120,10 @@ func TestLiveChangeEveryField(t *testing.T) {
 		{"admit.burst", `4`, "4"},
 		{"admit.shadow", `false`, ""}, // GET leaves a false shadow out
 		{"admit.fail", `"open"`, "open"},
+		{"adapt.per", `"policy"`, "policy"},
+		{"adapt.floor", `"3/s"`, "3/s"},
+		{"adapt.latency", `"400ms"`, "400ms"},
+		{"adapt.tolerance", `3`, "3"},
 	} {
 		code, body := r.put(t, path, set(c.field, c.value))
 		if code != http.StatusOK {
@@ -150,7 +156,10 @@ func TestLiveChangeEveryField(t *testing.T) {
 	if m := moved(file, fields(r.get(t, path))); len(m) != 5 || !strings.HasPrefix(m[0], "admit.") {
 		t.Errorf(`after admit off, moved %v, want the admit fields only`, m)
 	}
-	if code, body := r.put(t, path, `{"admit": null, "retry": {"attempts": 2, "deadline": "3h"}}`); code != 200 || overridden(body) != "retry.attempts retry.deadline" {
+	if code, body := r.put(t, path, `{"adapt": "off"}`); code != 200 || body["adapt"] != nil || overridden(body) != "admit adapt" {
+		t.Errorf(`PUT {"adapt": "off"} = %d, adapt %v, overridden %q; want no adapt`, code, body["adapt"], overridden(body))
+	}
+	if code, body := r.put(t, path, `{"adapt": null, "admit": null, "retry": {"attempts": 2, "deadline": "3h"}}`); code != 200 || overridden(body) != "retry.attempts retry.deadline" {
 		t.Errorf("PUT admit null and two retry fields = %d, overridden %q", code, overridden(body))
 	}
 	if code, body := r.put(t, path, `{"retry": null}`); code != 200 || len(moved(file, fields(body))) != 0 || body["override"] != false {

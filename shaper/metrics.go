@@ -159,6 +159,9 @@ func (m *metrics) observe(s *Shaper) error {
 		errs = append(errs, err)
 		insts = append(insts, figures[i])
 	}
+	adaptRate, err := m.meter.Float64ObservableGauge("shaper.adapt.rate", metric.WithDescription(adaptRateDesc))
+	errs = append(errs, err)
+	insts = append(insts, adaptRate)
 	ingressGauge := func(name, desc string) metric.Int64ObservableGauge {
 		g, err := m.meter.Int64ObservableGauge(name, metric.WithDescription(desc))
 		errs = append(errs, err)
@@ -180,6 +183,7 @@ func (m *metrics) observe(s *Shaper) error {
 			for i, g := range policyFigures {
 				o.ObserveFloat64(figures[i], g.value(p), opt)
 			}
+			observeAdapting(o, adaptRate, p)
 		}
 		if in, ok := s.ingress.NATSStats(); ok {
 			o.ObserveInt64(pending, in.Pending)

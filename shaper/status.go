@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shaper-dev/shaper/drain/adapt"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
@@ -57,7 +58,15 @@ type PolicyStatus struct {
 	// lease ("" when none does): read from the cluster by the HTTP API,
 	// at most a second old.
 	Drainers []string `json:"drainers,omitempty"`
+	// Adapting is what the policy's adaptive outflow (its adapt block)
+	// does on this shaper now: the effective rate of an adaptive total,
+	// and those of the deepest keys that adapt, each with why.
+	Adapting *adapt.Rates `json:"adapting,omitempty"`
 }
+
+// adaptingKeys is how many of the deepest keys a status shows the
+// adaptive rate of.
+const adaptingKeys = 5
 
 // status returns every policy with its live figures, sorted by name.
 func (t *table) status(ctx context.Context) []PolicyStatus {
@@ -107,6 +116,9 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 		Draining:    line.Drain.Active(),
 		InFlight:    ds.InFlight,
 		Partitions:  line.Drain.Partitions(),
+	}
+	if st.Adapt != nil {
+		st.Adapting = line.Drain.Adapting(adaptingKeys)
 	}
 	st.DirectLane, st.DirectLaneRefused = line.Gate.DirectLane()
 	st.DrainingPartitions = append([]int{}, line.Drain.ActiveParts()...)

@@ -23,6 +23,7 @@ func (t *table) Figures() []ui.Figures {
 			Failed:      ds.Failed,
 			Queued:      ds.Queued,
 			DeferQueued: line.DeferDrain.Stats().Queued,
+			Rate:        adaptedRate(line.served),
 		})
 	}
 	return out

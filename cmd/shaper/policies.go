@@ -29,10 +29,11 @@ func showPolicy(c *cli.Context, p client.Policy) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
-	var retry, admit bool
+	var retry, admit, adapt bool
 	for _, f := range p.Overridden {
 		retry = retry || strings.HasPrefix(f, "retry")
 		admit = admit || strings.HasPrefix(f, "admit")
+		adapt = adapt || strings.HasPrefix(f, "adapt")
 	}
 	if r := p.Retry; retry {
 		fmt.Fprintf(w, "  retry: attempts %d, backoff %v, max_backoff %v, deadline %v, budget %s\n", r.Attempts, r.Backoff, r.MaxBackoff, r.Deadline, r.Budget)
@@ -41,6 +42,11 @@ func showPolicy(c *cli.Context, p client.Policy) {
 		fmt.Fprintln(w, "  admit: off")
 	} else if admit {
 		fmt.Fprintf(w, "  admit: %s %s, burst %d, shadow %v, fail %s\n", a.Algorithm, a.Limit, a.Burst, a.Shadow, a.Fail)
+	}
+	if a := p.Adapt; adapt && a == nil {
+		fmt.Fprintln(w, "  adapt: off")
+	} else if adapt {
+		fmt.Fprintf(w, "  adapt: per %s, floor %s, latency %s, tolerance %g\n", a.Per, policies.FloorText(a.Floor), policies.LatencyText(a.Latency), a.Tolerance)
 	}
 }
 
@@ -66,6 +72,11 @@ var fieldFlags = []fieldFlag{
 	{"admit-burst", "admit.burst", "int", "bucket size of gcra and token_bucket"},
 	{"admit-shadow", "admit.shadow", "bool", "only count what the limit would refuse"},
 	{"admit-fail", "admit.fail", "text", "open or closed: what to do when Redis fails"},
+	{"adapt", "adapt", "text", "on or off: the adaptive outflow, whatever the file says (on keeps the file's adapt fields)"},
+	{"adapt-per", "adapt.per", "text", "key or policy: what adapts, each key's outflow or the total"},
+	{"adapt-floor", "adapt.floor", "text", "lowest rate the outflow adapts down to, e.g. 2/s"},
+	{"adapt-latency", "adapt.latency", "text", "target delivery latency, e.g. 200ms (none: the learned baseline × tolerance)"},
+	{"adapt-tolerance", "adapt.tolerance", "float", "times the learned baseline latency may reach, e.g. 1.5"},
 }
 
 // policyChange is the change the flags of policies set ask for, and
@@ -107,6 +118,8 @@ func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
 			v = c.Int(f.flag)
 		case "bool":
 			v = c.Bool(f.flag)
+		case "float":
+			v = c.Float64(f.flag)
 		default:
 			v = c.String(f.flag)
 		}
@@ -141,6 +154,8 @@ func setFlags() []cli.Flag {
 			flags = append(flags, &cli.IntFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
 		case "bool":
 			flags = append(flags, &cli.BoolFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
+		case "float":
+			flags = append(flags, &cli.Float64Flag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
 		default:
 			flags = append(flags, &cli.StringFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
 		}
@@ -162,14 +177,14 @@ func policiesCommand() *cli.Command {
 			Flags: setFlags(),
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
-					return cli.Exit("usage: shaper policies set NAME [--outflow R] [--queue N] [--total R|off] [--overflow reject|defer] [--retry-… V] [--admit-… V] [--reset FIELD]", 2)
+					return cli.Exit("usage: shaper policies set NAME [--outflow R] [--queue N] [--total R|off] [--overflow reject|defer] [--retry-… V] [--admit-… V] [--adapt on|off] [--adapt-… V] [--reset FIELD]", 2)
 				}
 				change, ok, err := policyChange(c)
 				if err != nil {
 					return cli.Exit("shaper policies set: "+err.Error(), cmdline.ExitUsage)
 				}
 				if !ok {
-					return cli.Exit("policies set: nothing to change (give --outflow, --queue, --total, --overflow, a --retry-… or --admit-… flag, or --reset FIELD)", 2)
+					return cli.Exit("policies set: nothing to change (give --outflow, --queue, --total, --overflow, a --retry-…, --admit-… or --adapt… flag, or --reset FIELD)", 2)
 				}
 				api, err := apiClient(c, time.Minute)
 				if err != nil {

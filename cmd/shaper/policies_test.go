@@ -22,6 +22,7 @@ policies:
     total: 50/s
     retry: {attempts: 5, backoff: 7s, deadline: 2h, budget: off}
     admit: {algorithm: gcra, limit: 10/s}
+    adapt: on
 `)})
 	addr := s.HTTPAddr()
 	api := newAPI(t, addr)
@@ -60,6 +61,22 @@ policies:
 		t.Errorf("policies set --reset total,admit --reset retry = %q, %v: %v from the file", out, err, policies.Diff(file.Policy, got.Policy))
 	}
 
+	out, _, err = runCLI(t, "policies", "set", "p", "--adapt-floor", "2/s", "--adapt-tolerance", "2", "--http", addr)
+	if err != nil || !strings.Contains(out, "(live override: adapt.floor, adapt.tolerance)") ||
+		!strings.Contains(out, "adapt: per key, floor 2/s, latency learned, tolerance 2") {
+		t.Errorf("policies set --adapt-floor 2/s --adapt-tolerance 2 = %q, %v", out, err)
+	}
+	if got := policy(); got.Adapt == nil || *got.Adapt != (policies.Adapt{Per: policies.AdaptPerKey, Floor: policies.Rate{N: 2, Per: time.Second}, Tolerance: 2}) {
+		t.Errorf("after --adapt-floor 2/s --adapt-tolerance 2: adapt %+v", got.Adapt)
+	}
+	out, _, err = runCLI(t, "policies", "set", "p", "--adapt", "off", "--http", addr)
+	if got := policy(); err != nil || got.Adapt != nil || !strings.Contains(out, "adapt: off") {
+		t.Errorf("policies set --adapt off = %q, %v; adapt %+v", out, err, got.Adapt)
+	}
+	if _, _, err = runCLI(t, "policies", "set", "p", "--reset", "adapt", "--http", addr); err != nil || policy().Override {
+		t.Errorf("policies set --reset adapt = %v, override %v; want the file's policy", err, policy().Override)
+	}
+
 	for _, bad := range []struct {
 		args []string
 		want string
@@ -68,6 +85,10 @@ policies:
 		{[]string{"--retry-backoff", "7x"}, `retry.backoff: "7x": want a duration`},
 		{[]string{"--retry-budget", "120%"}, `retry.budget: "120%"`},
 		{[]string{"--admit", "on"}, `admit: "on": want off or a mapping`},
+		{[]string{"--adapt", "maybe"}, `adapt: "maybe": want on, off or a mapping`},
+		{[]string{"--adapt-per", "tenant"}, `adapt.per: "tenant": want "key"`},
+		{[]string{"--adapt", "on", "--adapt-floor", "1/s"}, "--adapt-floor: adapt is on: it cannot be changed too"},
+		{[]string{"--adapt-floor", "100/s"}, "400"}, // above the outflow: the shaper refuses it
 		{[]string{"--reset", "retry", "--retry-attempts", "2"}, "--reset: retry is already changed by another flag"},
 		{[]string{"--reset", "queue", "--queue", "2"}, "--reset: queue is already changed by another flag"},
 		{[]string{"--reset", "retry", "--reset", "retry.backoff"}, "--reset: retry is reset: it cannot be changed too"},

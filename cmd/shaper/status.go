@@ -83,6 +83,9 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 			fmt.Fprintf(w, "drainers of %s: %s\n", p.Name, line)
 		}
 	}
+	for _, p := range all {
+		showAdapting(w, p)
+	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/drain/downstream"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/replay"
@@ -33,7 +34,11 @@ binds; exit status 1 when none does. --apply tunes the running shaper to it.
 The replay's downstream takes every delivery, unless --down says when it fails:
 --down 0s-10s (repeatable) makes every delivery in that window of trace time
 (from the trace's start) a failed attempt, retried under the policy's retry
-settings or dead-lettered, as a consumer answering with an error would.`,
+settings or dead-lettered, as a consumer answering with an error would.
+--downstream-capacity 50/s simulates a downstream of that capacity (changing
+with --downstream-step 1m=20/s): what is offered beyond it queues there, its
+latency grows, and past the policy's deliver.timeout a delivery fails; an
+adaptive outflow (adapt:) adapts to it as to a real one.`,
 		Flags: append(apiFlags(),
 			&cli.StringFlag{Name: "policy-file", Value: "policies.yaml", Usage: "policy `FILE` (YAML) with the policy to tune", EnvVars: envVar("policy-file")},
 			&cli.StringFlag{Name: "policy", Usage: "`NAME` of the policy to tune (default: the file's only policy)"},
@@ -45,6 +50,10 @@ settings or dead-lettered, as a consumer answering with an error would.`,
 			&cli.StringFlag{Name: "max-reject", Usage: "target: at most `PERCENT` of submissions rejected, e.g. 1%", DefaultText: "no target"},
 			&cli.StringFlag{Name: "downstream-max", Usage: "target: at most `RATE` deliveries over all keys, e.g. 300/s", DefaultText: "no target"},
 			&cli.StringSliceFlag{Name: "down", Usage: "the downstream fails every delivery in this `WINDOW` of trace time, FROM-TO from the trace's start, e.g. 0s-10s (repeatable)", DefaultText: "never"},
+			&cli.StringFlag{Name: "adapt", Usage: "adaptive outflows to try, comma-separated: off (the fixed outflow), key or policy (adapt: {per: ...}, the policy's other adapt fields kept)", DefaultText: "the policy's"},
+			&cli.StringFlag{Name: "downstream-capacity", Usage: "simulate a downstream serving `RATE` deliveries over all keys, e.g. 50/s: more offered queues there, and times out past the policy's deliver.timeout", DefaultText: "takes everything at once"},
+			&cli.DurationFlag{Name: "downstream-latency", Value: downstream.DefaultLatency, Usage: "the simulated downstream's latency when nothing waits"},
+			&cli.StringSliceFlag{Name: "downstream-step", Usage: "the simulated downstream serves `AT=RATE` from AT of trace time on, e.g. 1m=20/s (repeatable)"},
 			&cli.StringFlag{Name: "plot", Usage: "draw queue depth and time in queue over the trace (current and recommended) and the reject/wait trade-off into `FILE.svg`"},
 			&cli.BoolFlag{Name: "apply", Usage: "tune the running shaper (--http, --admin-token) to the recommendation"},
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
@@ -96,6 +105,9 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 		return t, cli.Exit("tune: "+err.Error(), 2)
 	}
 	if t.down, err = downFrom(c); err != nil {
+		return t, cli.Exit("tune: "+err.Error(), 2)
+	}
+	if t.down.Model, err = modelFrom(c, p); err != nil {
 		return t, cli.Exit("tune: "+err.Error(), 2)
 	}
 	return t, nil
@@ -183,6 +195,12 @@ func gridFrom(c *cli.Context, p policies.Policy, downstream policies.Rate) (repl
 	}
 	if len(g.Outflows) == 0 || len(g.Queues) == 0 || len(g.Totals) == 0 {
 		return g, errors.New("--outflow, --queue and --total need at least one value each")
+	}
+	if c.IsSet("adapt") {
+		var err error
+		if g.Adapts, err = adaptsFrom(c.String("adapt"), p); err != nil {
+			return g, err
+		}
 	}
 	return g, nil
 }
@@ -287,6 +305,7 @@ func applyTuning(c *cli.Context, p policies.Policy) error {
 	if p.Total != running.Total {
 		change.Total = policies.Value(p.Total)
 	}
+	change.Adapt = adaptChange(p.Adapt, running.Adapt)
 	if change.IsEmpty() {
 		fmt.Fprint(c.App.Writer, "nothing to apply, the shaper runs the recommendation: ")
 		showPolicy(c, running)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -59,10 +60,18 @@ func (r *tuneReport) write(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "the downstream fails every delivery in %s of the trace\n", strings.Join(windows, ", "))
 	}
+	if r.Down.Model != nil {
+		fmt.Fprintf(w, "the simulated downstream %s\n", r.Down.String())
+	}
 	r.writeAgreement(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	failing := len(r.Down.Down) > 0
-	head := "\toutflow\tqueue\ttotal\taccepted\trejected\tdeferred\tdead\t"
+	failing := len(r.Down.Down) > 0 || r.Down.Model != nil
+	adapting := slices.ContainsFunc(r.Results, func(res replay.Result) bool { return res.Policy.Adapt != nil })
+	head := "\toutflow\tqueue\ttotal\t"
+	if adapting {
+		head += "adapt\t"
+	}
+	head += "accepted\trejected\tdeferred\tdead\t"
 	if failing {
 		head += "failed\t"
 	}
@@ -90,8 +99,15 @@ func (r *tuneReport) write(w io.Writer) error {
 		if total == "" {
 			total = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%d\t",
-			mark, res.Policy.Outflow, res.Policy.Queue, total, res.Accepted,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t", mark, res.Policy.Outflow, res.Policy.Queue, total)
+		if adapting {
+			per := "-"
+			if a := res.Policy.Adapt; a != nil {
+				per = string(a.Per)
+			}
+			fmt.Fprintf(tw, "%s\t", per)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t", res.Accepted,
 			replay.Percent(res.RejectedShare()), replay.Percent(res.DeferredShare()), res.Dead)
 		if failing {
 			fmt.Fprintf(tw, "%d\t", res.Failed)
@@ -135,6 +151,16 @@ func policyYAML(p policies.Policy) string {
 	if !p.Total.IsZero() {
 		s += "    total: " + p.Total.String() + "\n"
 	}
+	if a := p.Adapt; a != nil {
+		s += "    adapt: {per: " + string(a.Per)
+		if !a.Floor.IsZero() {
+			s += ", floor: " + a.Floor.String()
+		}
+		if a.Latency > 0 {
+			s += ", latency: " + a.Latency.String()
+		}
+		s += ", tolerance: " + strconv.FormatFloat(a.Tolerance, 'g', -1, 64) + "}\n"
+	}
 	return s
 }
 
@@ -153,29 +179,30 @@ func short(d time.Duration) string {
 
 // candidateJSON is one candidate in the JSON report.
 type candidateJSON struct {
-	Outflow      policies.Rate `json:"outflow"`
-	Queue        int           `json:"queue"`
-	Total        policies.Rate `json:"total,omitzero"`
-	Submitted    uint64        `json:"submitted"`
-	Accepted     uint64        `json:"accepted"`
-	Rejected     uint64        `json:"rejected"`
-	Deferred     uint64        `json:"deferred"`
-	Limited      uint64        `json:"limited"`
-	Unavailable  uint64        `json:"unavailable"`
-	Invalid      uint64        `json:"invalid"`
-	Readmitted   uint64        `json:"readmitted"`
-	Dead         uint64        `json:"dead"`
-	Delivered    uint64        `json:"delivered"`
-	Failed       uint64        `json:"failed"`
-	WaitP50Ms    float64       `json:"wait_p50_ms"`
-	WaitP99Ms    float64       `json:"wait_p99_ms"`
-	WaitMaxMs    float64       `json:"wait_max_ms"`
-	DeepestQueue int64         `json:"deepest_queue"`
-	PeakKey      int           `json:"peak_per_s_key"`
-	PeakTotal    int           `json:"peak_per_s_total"`
-	Recorded     uint64        `json:"recorded,omitempty"`
-	Agreed       uint64        `json:"agreed,omitempty"`
-	Meets        *bool         `json:"meets,omitempty"`
+	Outflow      policies.Rate   `json:"outflow"`
+	Queue        int             `json:"queue"`
+	Total        policies.Rate   `json:"total,omitzero"`
+	Adapt        *policies.Adapt `json:"adapt,omitempty"`
+	Submitted    uint64          `json:"submitted"`
+	Accepted     uint64          `json:"accepted"`
+	Rejected     uint64          `json:"rejected"`
+	Deferred     uint64          `json:"deferred"`
+	Limited      uint64          `json:"limited"`
+	Unavailable  uint64          `json:"unavailable"`
+	Invalid      uint64          `json:"invalid"`
+	Readmitted   uint64          `json:"readmitted"`
+	Dead         uint64          `json:"dead"`
+	Delivered    uint64          `json:"delivered"`
+	Failed       uint64          `json:"failed"`
+	WaitP50Ms    float64         `json:"wait_p50_ms"`
+	WaitP99Ms    float64         `json:"wait_p99_ms"`
+	WaitMaxMs    float64         `json:"wait_max_ms"`
+	DeepestQueue int64           `json:"deepest_queue"`
+	PeakKey      int             `json:"peak_per_s_key"`
+	PeakTotal    int             `json:"peak_per_s_total"`
+	Recorded     uint64          `json:"recorded,omitempty"`
+	Agreed       uint64          `json:"agreed,omitempty"`
+	Meets        *bool           `json:"meets,omitempty"`
 }
 
 func (r *tuneReport) writeJSON(w io.Writer) error {
@@ -220,7 +247,7 @@ func (r *tuneReport) writeJSON(w io.Writer) error {
 	for i := range r.Results {
 		res := &r.Results[i]
 		c := candidateJSON{
-			Outflow: res.Policy.Outflow, Queue: res.Policy.Queue, Total: res.Policy.Total,
+			Outflow: res.Policy.Outflow, Queue: res.Policy.Queue, Total: res.Policy.Total, Adapt: res.Policy.Adapt,
 			Submitted: res.Submitted, Accepted: res.Accepted, Rejected: res.Rejected, Deferred: res.Deferred,
 			Limited: res.Limited, Unavailable: res.Unavailable, Invalid: res.Invalid,
 			Readmitted: res.Readmitted, Dead: res.Dead, Delivered: res.Delivered, Failed: res.Failed,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/traffic"
 )
@@ -141,6 +142,42 @@ func TestTuneDown(t *testing.T) {
 	}
 }
 
+// --downstream-capacity replays against a simulated downstream, and
+// --adapt tries adaptive outflows beside the fixed one: against a
+// downstream that slows to a fifth of the outflow, the adaptive per-key
+// outflow fails far less.
+func TestTuneSimulatedDownstream(t *testing.T) {
+	pf, trace := tuneFiles(t)
+	args := []string{"tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20", "--adapt", "off,key",
+		"--downstream-capacity", "80/s", "--downstream-step", "5s=16/s"}
+	out, _, err := runCLI(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("tune: %v\n%s", err, out)
+	}
+	var rep struct {
+		Candidates []struct {
+			Failed int             `json:"failed"`
+			Adapt  *policies.Adapt `json:"adapt"`
+		} `json:"candidates"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Candidates) != 2 {
+		t.Fatalf("tune --json: %v\n%s", err, out)
+	}
+	fixed, adaptive := rep.Candidates[0], rep.Candidates[1]
+	if fixed.Adapt != nil {
+		fixed, adaptive = adaptive, fixed
+	}
+	if adaptive.Adapt == nil || adaptive.Adapt.Per != policies.AdaptPerKey || adaptive.Failed*5 > fixed.Failed {
+		t.Errorf("adaptive %+v failed %d attempts, fixed %d: want an adaptive candidate failing far less", adaptive.Adapt, adaptive.Failed, fixed.Failed)
+	}
+	out, _, err = runCLI(t, args...)
+	if err != nil || !strings.Contains(out, "the simulated downstream serves 80/s, 16/s from 5s; latency 20ms, timeout 10s") ||
+		!strings.Contains(out, "adapt") || !strings.Contains(out, "failed") {
+		t.Errorf("tune with a simulated downstream: %v; want the model, an adapt and a failed column:\n%s", err, out)
+	}
+	t.Logf("\n%s", out)
+}
+
 func TestTunePlot(t *testing.T) {
 	pf, trace := tuneFiles(t)
 	plot := filepath.Join(t.TempDir(), "tune.svg")
@@ -178,6 +215,11 @@ func TestTuneRefusesBadInput(t *testing.T) {
 		{[]string{"--trace", trace, "--down", "10s"}, "--down \"10s\": not a window; want FROM-TO"},
 		{[]string{"--trace", trace, "--down", "0s-10s", "--down", "20s-15s"}, "--down \"20s-15s\": TO must come after FROM"},
 		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.csv")}, "--trace"},
+		{[]string{"--trace", trace, "--adapt", "tenant"}, `--adapt: "tenant": want off, key or policy`},
+		{[]string{"--trace", trace, "--downstream-capacity", "lots"}, "--downstream-capacity"},
+		{[]string{"--trace", trace, "--downstream-step", "1m=2/s"}, "need --downstream-capacity"},
+		{[]string{"--trace", trace, "--downstream-capacity", "9/s", "--downstream-step", "20s=2/s", "--downstream-step", "10s=3/s"}, `--downstream-step "10s=3/s": want AT=RATE`},
+		{[]string{"--trace", trace, "--downstream-capacity", "9/s", "--downstream-step", "1m=x"}, `--downstream-step "1m=x"`},
 	} {
 		_, _, err := runCLI(t, append([]string{"tune", "--policy-file", pf}, tc.args...)...)
 		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/shaper-dev/shaper/drain/adapt"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 )
@@ -227,6 +228,11 @@ type Policy struct {
 	Partitions         int      `json:"partitions"`
 	DrainingPartitions []int    `json:"draining_partitions"`
 	Drainers           []string `json:"drainers,omitempty"`
+	// Adapting is what the policy's adaptive outflow (its adapt block)
+	// does on the answering shaper now: the effective rate of an adaptive
+	// total (per: policy), and those of the five deepest keys that adapt
+	// (per: key), each with why ("latency 2.1× baseline").
+	Adapting *adapt.Rates `json:"adapting,omitempty"`
 }
 
 // PolicyChange is the body of PUT /v1/policies/{name}: a JSON merge patch

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/drain/downstream"
 )
 
 // Downstream is what a replay delivers to: the consumers of the policy's
@@ -17,6 +18,27 @@ type Downstream struct {
 	// fails, as a consumer answering with an error does: each is a failed
 	// attempt, retried under the policy's retry settings, or dead-lettered.
 	Down []Window
+	// Model, when set, is a simulated downstream (package
+	// drain/downstream) that takes the deliveries Down lets through: a
+	// capacity that may change over the trace, a latency that grows when
+	// more is offered than it serves, timeouts. An adaptive outflow (the
+	// policy's adapt block) adapts to it as to a real one. Each replay
+	// runs its own, from the trace's start.
+	Model *downstream.Config
+}
+
+// String describes the model: "serves 50/s, 20/s from 1m0s; latency
+// 20ms, timeout 10s".
+func (d *Downstream) String() string {
+	m := d.Model
+	if m == nil {
+		return ""
+	}
+	s := fmt.Sprintf("serves %g/s", m.Capacity)
+	for _, p := range m.Phases {
+		s += fmt.Sprintf(", %g/s from %v", p.Capacity, p.After)
+	}
+	return s + fmt.Sprintf("; latency %v, timeout %v", m.Latency, m.Timeout)
 }
 
 // Window is a span of trace time, from From (included) to To (excluded),
@@ -67,8 +89,13 @@ func (d *Downstream) deliver(at time.Duration) error {
 	return nil
 }
 
-// check reports a window no replay can use.
+// check reports a window or a model no replay can use.
 func (d *Downstream) check() error {
+	if d.Model != nil {
+		if _, err := downstream.New(&clock{}, *d.Model); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+	}
 	for _, w := range d.Down {
 		if w.From < 0 || w.To <= w.From {
 			return errors.New("replay: downstream: window " + w.String() + " is empty or starts before the trace")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaper-dev/shaper/drain/downstream"
 	"github.com/shaper-dev/shaper/shaper/replay"
 	"github.com/shaper-dev/shaper/shaper/traffic"
 )
@@ -75,5 +76,36 @@ func TestRunDownstreamDown(t *testing.T) {
 	_, err = replay.Run(context.Background(), p, src, replay.Config{Downstream: replay.Downstream{Down: []replay.Window{{time.Second, time.Second}}}})
 	if err == nil {
 		t.Errorf("Run with an empty window: no error")
+	}
+}
+
+// A simulated downstream whose capacity drops from 50/s to 20/s for a
+// minute, under 45/s of traffic over 50 keys: a fixed 50/s total overruns
+// it (deliveries time out, and the timed-out work keeps it busy), an
+// adaptive total follows it.
+func TestRunSimulatedDownstream(t *testing.T) {
+	src := synthetic(t, traffic.Synth{Duration: 3 * time.Minute, Rate: 45, Even: true, Keys: 50, Seed: 1})
+	model := &downstream.Config{Capacity: 50, Latency: 20 * time.Millisecond, Timeout: time.Second,
+		Phases: []downstream.Phase{{After: time.Minute, Capacity: 20}, {After: 2 * time.Minute, Capacity: 50}}}
+	run := func(yaml string) replay.Result {
+		t.Helper()
+		res, err := replay.Run(context.Background(), policy(t, yaml), src, replay.Config{Downstream: replay.Downstream{Model: model}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	const base = "  - {name: p, outflow: 5/s, total: 50/s, queue: 100, deliver: {timeout: 1s}"
+	fixed := run(base + "}\n")
+	adaptive := run(base + ", adapt: {per: policy}}\n")
+	t.Logf("fixed:    delivered %d, failed %d, dead %d, rejected %d, wait p99 %v", fixed.Delivered, fixed.Failed, fixed.Dead, fixed.Rejected, fixed.Wait.P99)
+	t.Logf("adaptive: delivered %d, failed %d, dead %d, rejected %d, wait p99 %v", adaptive.Delivered, adaptive.Failed, adaptive.Dead, adaptive.Rejected, adaptive.Wait.P99)
+	if adaptive.Failed*5 > fixed.Failed || adaptive.Delivered < fixed.Delivered {
+		t.Errorf("adaptive delivered %d with %d failed attempts, fixed %d with %d: want far fewer failures and no fewer deliveries",
+			adaptive.Delivered, adaptive.Failed, fixed.Delivered, fixed.Failed)
+	}
+	if _, err := replay.Run(context.Background(), policy(t, base+"}\n"), src,
+		replay.Config{Downstream: replay.Downstream{Model: &downstream.Config{}}}); err == nil {
+		t.Errorf("Run with a downstream of no capacity = nil error, want one")
 	}
 }

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/shaper-dev/shaper/policies"
@@ -14,6 +15,9 @@ type Grid struct {
 	Outflows []policies.Rate
 	Queues   []int
 	Totals   []policies.Rate
+	// Adapts are the adaptive outflows to try (the policy's adapt block; a
+	// nil one is the fixed outflow). Empty keeps the policy's.
+	Adapts []*policies.Adapt
 }
 
 // Candidates returns the policies of g applied to policy name of set,
@@ -35,19 +39,25 @@ func (g Grid) Candidates(set *policies.Set, name string) (candidates []policies.
 	if len(totals) == 0 {
 		totals = []policies.Rate{p.Total}
 	}
+	adapts := g.Adapts
+	if len(adapts) == 0 {
+		adapts = []*policies.Adapt{p.Adapt}
+	}
 	candidates = []policies.Policy{p}
 	for _, o := range outflows {
 		for _, q := range queues {
 			for _, t := range totals {
-				c := p.Clone()
-				c.Outflow, c.Queue, c.Total = o, q, t
-				checked, err := set.With(c)
-				if err != nil {
-					return nil, 0, fmt.Errorf("replay: candidate %s: %w", Describe(c), err)
-				}
-				c, _ = checked.Lookup(name)
-				if !slices.ContainsFunc(candidates, func(x policies.Policy) bool { return same(x, c) }) {
-					candidates = append(candidates, c)
+				for _, a := range adapts {
+					c := p.Clone()
+					c.Outflow, c.Queue, c.Total, c.Adapt = o, q, t, a
+					checked, err := set.With(c)
+					if err != nil {
+						return nil, 0, fmt.Errorf("replay: candidate %s: %w", Describe(c), err)
+					}
+					c, _ = checked.Lookup(name)
+					if !slices.ContainsFunc(candidates, func(x policies.Policy) bool { return same(x, c) }) {
+						candidates = append(candidates, c)
+					}
 				}
 			}
 		}
@@ -59,7 +69,8 @@ func (g Grid) Candidates(set *policies.Set, name string) (candidates []policies.
 
 // same reports whether two candidates replay alike.
 func same(a, b policies.Policy) bool {
-	return compareCost(a, b) == 0 && a.Outflow.Interval() == b.Outflow.Interval() && a.Total.Interval() == b.Total.Interval()
+	return compareCost(a, b) == 0 && a.Outflow.Interval() == b.Outflow.Interval() && a.Total.Interval() == b.Total.Interval() &&
+		reflect.DeepEqual(a.Adapt, b.Adapt)
 }
 
 // Around returns n values spread around v by factors of two: v/2, v, 2v

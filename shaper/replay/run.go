@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/drain/downstream"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
@@ -103,7 +104,8 @@ type replay struct {
 	clock      *clock
 	line       *pipeline.Pipeline
 	down       Downstream
-	payload    []byte // shared by every job: only its length matters
+	sim        *downstream.Downstream // the simulated downstream (Downstream.Model), nil for none
+	payload    []byte                 // shared by every job: only its length matters
 	maxPayload int
 
 	res       Result
@@ -163,6 +165,12 @@ func newReplay(ctx context.Context, p policies.Policy, cfg Config) (*replay, err
 	}
 	r.clock.set(origin)
 	r.res.Policy = p
+	if m := cfg.Downstream.Model; m != nil {
+		var err error
+		if r.sim, err = downstream.New(r.clock, *m); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
+	}
 	if cfg.Series {
 		r.series = newSeries()
 	}
@@ -205,6 +213,12 @@ func (r *replay) Deliver(_ context.Context, d *drain.Delivery) error {
 	if err := r.down.deliver(time.Duration(now - origin.UnixNano())); err != nil {
 		r.res.Failed++
 		return err
+	}
+	if r.sim != nil {
+		if err := r.sim.Deliver(r.ctx, d); err != nil {
+			r.res.Failed++
+			return err
+		}
 	}
 	wait := time.Duration(now - d.Msg.EnqueuedAt.UnixNano())
 	r.res.Delivered++

@@ -138,18 +138,23 @@ func queueChains(candidates []policies.Policy) [][]int {
 }
 
 // sameButQueue reports whether two candidates differ at most by their
-// queue size (the candidates of a grid vary only outflow, queue and total).
+// queue size (the candidates of a grid vary only outflow, queue, total and
+// adapt).
 func sameButQueue(a, b policies.Policy) bool {
 	b.Queue = a.Queue
 	return same(a, b)
 }
 
-// Describe names a candidate by what the replays vary: outflow, queue and
-// total ("outflow 20/s, queue 100, total 300/s").
+// Describe names a candidate by what the replays vary: outflow, queue,
+// total and adapt ("outflow 20/s, queue 100, total 300/s, adapt per
+// policy").
 func Describe(p policies.Policy) string {
 	s := fmt.Sprintf("outflow %s, queue %d", p.Outflow, p.Queue)
 	if !p.Total.IsZero() {
 		s += ", total " + p.Total.String()
+	}
+	if p.Adapt != nil {
+		s += ", adapt per " + string(p.Adapt.Per)
 	}
 	return s
 }

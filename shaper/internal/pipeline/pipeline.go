@@ -142,7 +142,7 @@ func New(p policies.Policy, q, deferred Queue, sink drain.Sink, cfg Config) (*Pi
 }
 
 // Pace returns how the drainer of p's queue paces: its outflow interval per
-// key, its total cap, its retry bounds and budget.
+// key, its total cap, its retry bounds and budget, and its adaptation.
 func Pace(p policies.Policy) drain.Pace {
 	return drain.Pace{
 		Interval: p.Outflow.Interval(),
@@ -154,15 +154,18 @@ func Pace(p policies.Policy) drain.Pace {
 			Deadline:   p.Retry.Deadline,
 			Budget:     p.Retry.Budget.Share(),
 		},
+		Adapt: adaptOf(p.Adapt),
 	}
 }
 
 // DeferPace returns how the drainer of p's deferred jobs paces: as Pace,
 // but deferred jobs are re-admitted strictly in order, without a retry
-// budget.
+// budget, and at the fixed outflow (the queue they enter is not a
+// downstream to adapt to).
 func DeferPace(p policies.Policy) drain.Pace {
 	pace := Pace(p)
 	pace.Retry.Budget = 0
+	pace.Adapt = drain.Adapt{}
 	return pace
 }
 

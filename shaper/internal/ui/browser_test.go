@@ -53,6 +53,10 @@ policies:
     queue: 10
     deliver: {webhook: %q, timeout: 2s}
     retry: {attempts: 1, backoff: 10ms}
+  - name: tenants
+    outflow: 5/s
+    queue: 10
+    adapt: {per: key}
 `, hook.URL))})
 	testenv.Consume(t, sh.NATSURL(), "shaper.out.>") // the downstream workers: each delivery is answered
 	base := "http://" + sh.HTTPAddr()
@@ -97,6 +101,11 @@ policies:
 	b.waitFor("the dead letters of hooks", `document.querySelectorAll('[data-policy="hooks"] .letters li[data-seq]').length == 2`, 15*time.Second)
 
 	checkFigures(t, b, api)
+
+	// An adaptive outflow's effective rate has a line of the rates chart;
+	// a fixed one has none.
+	b.waitFor("the adapted rate's legend on tenants only", `!document.querySelector('[data-policy="tenants"] [data-chart="rates"] li.s-rate').hidden &&
+		document.querySelector('[data-policy="orders"] [data-chart="rates"] li.s-rate').hidden`, 15*time.Second)
 
 	// Who drains what: the lone shaper drains orders whole and bulk's 4
 	// partitions, and the badge's title names it.

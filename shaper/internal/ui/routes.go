@@ -106,6 +106,7 @@ type columns struct {
 	InQueueP50  []number `json:"in_queue_p50_ms"`
 	InQueueP99  []number `json:"in_queue_p99_ms"`
 	LatenessP99 []number `json:"lateness_p99_ms"`
+	Rate        []number `json:"rate"` // the adaptive outflow's effective rate (null: none)
 }
 
 // number is a figure written with at most three decimals, null for NaN.
@@ -146,7 +147,7 @@ func (s *Series) snapshot(now, since time.Time) seriesAnswer {
 		c := &p.Samples
 		*c = columns{T: []int64{}, Admitted: []number{}, Rejected: []number{}, Deferred: []number{},
 			Delivered: []number{}, Failed: []number{}, Queued: []int64{}, DeferQueued: []int64{},
-			InQueueP50: []number{}, InQueueP99: []number{}, LatenessP99: []number{}}
+			InQueueP50: []number{}, InQueueP99: []number{}, LatenessP99: []number{}, Rate: []number{}}
 		for i := range l.n {
 			sm := &l.ring[(l.next-l.n+i+len(l.ring))%len(l.ring)]
 			if !sm.at.After(since) {
@@ -163,6 +164,7 @@ func (s *Series) snapshot(now, since time.Time) seriesAnswer {
 			c.InQueueP50 = append(c.InQueueP50, number(sm.inQueueP50))
 			c.InQueueP99 = append(c.InQueueP99, number(sm.inQueueP99))
 			c.LatenessP99 = append(c.LatenessP99, number(sm.latenessP99))
+			c.Rate = append(c.Rate, number(sm.rate))
 		}
 		s.mu.Unlock()
 		out.Policies = append(out.Policies, p)

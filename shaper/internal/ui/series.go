@@ -44,6 +44,9 @@ type Figures struct {
 	Policy                                          string
 	Admitted, Rejected, Deferred, Delivered, Failed uint64
 	Queued, DeferQueued                             int64
+	// Rate is the effective rate of an adaptive outflow now, per second
+	// (the total's, or the deepest adapting key's), NaN without one.
+	Rate float64
 }
 
 // Source is what Series samples: the shaper's policy table.
@@ -75,6 +78,7 @@ type sample struct {
 	admitted, rejected, deferred, delivered, failed float64
 	queued, deferQueued                             int64
 	inQueueP50, inQueueP99, latenessP99             float64
+	rate                                            float64 // Figures.Rate
 }
 
 // line is one policy's series: a ring of samples over the window, and the
@@ -198,7 +202,7 @@ func (s *Series) sample(now time.Time) {
 	defer s.mu.Unlock()
 	for _, f := range figs {
 		l := s.lineLocked(f.Policy, now)
-		sm := sample{at: now, queued: f.Queued, deferQueued: f.DeferQueued}
+		sm := sample{at: now, queued: f.Queued, deferQueued: f.DeferQueued, rate: f.Rate}
 		nan := math.NaN()
 		sm.admitted, sm.rejected, sm.deferred, sm.delivered, sm.failed = nan, nan, nan, nan, nan
 		if dt := now.Sub(l.seen).Seconds(); l.n > 0 && dt > 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -21,7 +22,8 @@ import (
 )
 
 // source is a policy table whose counters grow at fixed rates with the
-// (bubble's) clock: admitted 10/s, rejected 4/s, delivered 5/s.
+// (bubble's) clock: admitted 10/s, rejected 4/s, delivered 5/s; policy a
+// adapts its outflow, to 3.5/s.
 type source struct {
 	start  time.Time
 	mu     sync.Mutex
@@ -36,7 +38,11 @@ func (s *source) Figures() []ui.Figures {
 	secs := uint64(time.Since(s.start) / time.Second)
 	var out []ui.Figures
 	for _, n := range s.names {
-		out = append(out, ui.Figures{Policy: n, Admitted: 10 * secs, Rejected: 4 * secs, Delivered: 5 * secs, Queued: 7})
+		rate := math.NaN()
+		if n == "a" {
+			rate = 3.5
+		}
+		out = append(out, ui.Figures{Policy: n, Admitted: 10 * secs, Rejected: 4 * secs, Delivered: 5 * secs, Queued: 7, Rate: rate})
 	}
 	return out
 }
@@ -125,6 +131,9 @@ func TestSeriesSamplesRatesOverTheWindow(t *testing.T) {
 		}
 		if sa["admitted"][0] != nil || sa["admitted"][1] != 10.0 || sa["rejected"][2] != 4.0 || sa["delivered"][2] != 5.0 || sa["queued"][2] != 7.0 {
 			t.Errorf("samples = %v, want the first rate unknown, then 10, 4 and 5 per second, 7 queued", sa)
+		}
+		if sa["rate"][2] != 3.5 || a.Policies[1].Samples["rate"][2] != nil {
+			t.Errorf("adapted rates a %v, b %v; want a's 3.5/s, none for b", sa["rate"], a.Policies[1].Samples["rate"])
 		}
 		p50, p99, late := sa["in_queue_p50_ms"], sa["in_queue_p99_ms"], sa["lateness_p99_ms"]
 		if p50[1] != nil || !near(p50[2], 100) || !near(p99[2], 5000) || !near(late[2], 1) {

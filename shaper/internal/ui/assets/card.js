@@ -10,7 +10,7 @@ import { overridden, Tuner } from './tune.js';
 // The series of each chart: keys of GET /v1/ui/series's samples.
 const charts = {
   rates: [['admitted', 'admitted'], ['rejected', 'rejected'], ['deferred', 'deferred'],
-    ['delivered', 'delivered'], ['failed', 'failed']],
+    ['delivered', 'delivered'], ['failed', 'failed'], ['rate', 'adapted rate']],
   depth: [['queued', 'queued'], ['deferred_queued', 'deferred']],
   in_queue: [['in_queue_p50_ms', 'p50'], ['in_queue_p99_ms', 'p99']],
   lateness: [['lateness_p99_ms', 'p99']],
@@ -58,6 +58,7 @@ export class PolicyCard {
     const defers = p.overflow === 'defer' || p.deferred > 0 || p.deferred_queued > 0;
     this.charts.rates.show('deferred', defers);
     this.charts.depth.show('deferred_queued', defers);
+    this.charts.rates.show('rate', p.adapt != null);
     set('deferred', p.deferred, `${fmt.count(p.deferred_queued)} waiting · ${fmt.rate(latest('deferred'))}`, defers);
     set('limited', p.limited, p.shadow_limited ? `${fmt.count(p.shadow_limited)} in shadow` : 'by the admission limit',
       p.admit != null || p.limited > 0);
