@@ -132,6 +132,8 @@ type Drainer struct {
 	draining               bool
 	active                 bool
 	inflight               int
+	flying                 int         // deliveries awaiting their receipt (concurrency.go)
+	parked                 []*keyState // keys whose due attempt waits for room under Concurrency.Total
 	queued                 int64
 	counts                 keyCounts     // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
 	seen                   uint64        // the highest sequence the watch reported
@@ -226,6 +228,9 @@ func (d *Drainer) SetPace(p Pace) {
 	d.setPace(p)
 	if p.Interval != old.Interval || p.Total != old.Total {
 		d.replan(d.clock.Now())
+	}
+	if p.Concurrency != old.Concurrency {
+		d.unblock(d.clock.Now())
 	}
 	d.mu.Unlock()
 	d.wakeScheduler()

@@ -71,11 +71,13 @@ func NewGroup(q Queue, n int, sink Sink, pace Pace, cfg Config) *Group {
 }
 
 // share returns the pace of one of n partitions: the total cap's
-// interval n times as long.
+// interval n times as long, and an n-th of the deliveries the policy may
+// have awaiting their receipt (rounded up, at least one).
 func share(p Pace, n int) Pace {
 	if p.Total > 0 {
 		p.Total *= time.Duration(n)
 	}
+	p.Concurrency = p.Concurrency.share(n)
 	return p
 }
 

@@ -20,6 +20,9 @@ type Pace struct {
 	Total time.Duration
 	// Retry says how failed deliveries are retried.
 	Retry Retry
+	// Concurrency bounds the deliveries awaiting their receipt at once,
+	// per key and over the keys. The zero value: one per key at a time.
+	Concurrency Concurrency
 }
 
 // Retry bounds how often and how long a failed delivery is retried. The

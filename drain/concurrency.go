@@ -1,0 +1,358 @@
+package drain
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Concurrency bounds the deliveries awaiting their receipt at once (see
+// the package docs, "Concurrency"). It is a plain value; the zero
+// Concurrency is today's step model: one delivery of a key at a time, and
+// no bound over the keys but Config.Workers.
+type Concurrency struct {
+	// Key is how many deliveries of one key may await their receipt at
+	// once. 0 or 1: one at a time, the key's step waits for its receipt.
+	Key int
+	// Total is how many deliveries of the whole Drainer may await their
+	// receipt at once. 0: no bound but Config.Workers, which bounds the
+	// steps and deliveries in flight anyway.
+	Total int
+}
+
+// perKey returns the deliveries of one key that may await a receipt.
+func (c Concurrency) perKey() int { return max(c.Key, 1) }
+
+// flies reports whether a key's deliveries run as flights, apart from the
+// key's steps: with more than one per key.
+func (c Concurrency) flies() bool { return c.Key > 1 }
+
+// latencyWeight is the weight of a new receipt in a key's average receipt
+// latency (an exponential moving average).
+const latencyWeight = 0.25
+
+// flights is a key's deliveries awaiting their receipt, and what the
+// Drainer learnt of how long receipts take. It is guarded by Drainer.mu.
+type flights struct {
+	n       int           // deliveries of the key awaiting their receipt (or reserved by a step)
+	starts  []time.Time   // when the flights in the air started, oldest first
+	latency time.Duration // average time from a delivery's start to its receipt; 0: none measured
+	blocked bool          // an attempt is due but waits for a receipt (the key's, or the Drainer's: parked)
+	back    []tried       // failed jobs whose failure is reported, to take back once the key is not busy
+}
+
+// flight is one delivery of a key that awaits its receipt apart from the
+// key's steps (Concurrency.Key above 1). The step that chose the job
+// reserves it; once the step is done and the key released, the worker
+// that ran the step hands the job over (fly) and applies the receipt.
+type flight struct {
+	k          *keyState
+	taken      bool // the step took the job off the key: fly hands it over
+	t          tried
+	scheduled  time.Time
+	started    time.Time
+	activation uint64
+	tookOff    time.Time // when takeOff counted it in the air
+	err        error
+}
+
+// measure records a receipt that came took after its delivery started.
+func (f *flights) measure(took time.Duration) {
+	if f.latency == 0 {
+		f.latency = took
+		return
+	}
+	f.latency += time.Duration(latencyWeight * float64(took-f.latency))
+}
+
+// limited reports whether k may not start another delivery now: it has as
+// many awaiting their receipt as its limit, or the Drainer has. The
+// reason is remembered so that the key waits for a receipt, not a slot:
+// a key at the Drainer's limit is parked until a receipt frees a place.
+// d.mu must be held.
+func (d *Drainer) limited(k *keyState) bool {
+	c := d.pace.Concurrency
+	switch {
+	case k.flight.n >= c.perKey():
+		k.flight.blocked = true
+	case c.Total > 0 && d.flying >= c.Total:
+		k.flight.blocked = true
+		d.parked = append(d.parked, k)
+	default:
+		k.flight.blocked = false
+	}
+	return k.flight.blocked
+}
+
+// startFlying counts a delivery of k about to start, awaiting its
+// receipt. d.mu must be held.
+func (d *Drainer) startFlying(k *keyState) {
+	k.flight.n++
+	d.flying++
+}
+
+// landed counts a receipt of k's delivery started at started (zero: it
+// did not start), at now, and lets the keys that waited for one go. d.mu
+// must be held.
+func (d *Drainer) landed(k *keyState, started, now time.Time) {
+	k.flight.n--
+	d.flying--
+	if !started.IsZero() {
+		k.flight.measure(now.Sub(started))
+	}
+	if k.flight.blocked && !k.busy {
+		k.flight.blocked = false
+		d.place(k, now)
+	}
+	d.unpark(now)
+}
+
+// unpark lets the keys that wait for room under Concurrency.Total try
+// again, once there is room: they take it in the order they fall due.
+// d.mu must be held.
+func (d *Drainer) unpark(now time.Time) {
+	if len(d.parked) == 0 || d.pace.Concurrency.Total > 0 && d.flying >= d.pace.Concurrency.Total {
+		return
+	}
+	parked := d.parked
+	d.parked = nil
+	for _, k := range parked {
+		if k.flight.blocked && !k.busy && d.keys[k.token] == k {
+			k.flight.blocked = false
+			d.place(k, now)
+		}
+	}
+	clear(parked)
+	d.parked = parked[:0]
+}
+
+// takeOff takes job i of k off the key into f, the key's attempt in its
+// slot scheduled at now: the key's slot grid, the total cap's and the
+// retry budget's bookkeeping count it as an attempt now. d.mu must be
+// held.
+func (d *Drainer) takeOff(k *keyState, f *flight, i int, now time.Time) {
+	t := k.job(i)
+	k.last, k.lastStart = f.scheduled, now
+	k.next = maxTime(nextSlot(f.scheduled, now, d.pace.Interval), k.paused)
+	if t.retrying {
+		d.retries++
+		k.spend()
+	} else {
+		k.earn(d.pace.Retry)
+	}
+	f.t, f.taken, f.activation, f.tookOff = *t, true, d.activation, now
+	if i == headJob {
+		k.head = tried{}
+		k.from = max(k.from, f.t.msg.Seq+1)
+	} else {
+		k.setAside(slices.Delete(k.aside, i, i+1))
+	}
+	k.flight.starts = append(k.flight.starts, now)
+	d.inflight++ // until the flight ends: Drain waits for its receipt
+}
+
+// fly hands f's job over, on the worker that ran the step which took it,
+// and applies its receipt: a delivered job keeps its queue slot as one
+// delivered by a step does; a failed one is reported, then goes back to
+// its key (takeBack).
+func (d *Drainer) fly(ctx context.Context, f *flight) {
+	k := f.k
+	f.started = d.clock.Now()
+	fenced := d.fenced(f.started)
+	if !fenced {
+		delivery := Delivery{Policy: d.policy, Token: k.token, Msg: f.t.msg}
+		f.err = d.sink.Deliver(ctx, &delivery)
+	}
+	if f.err == nil && !fenced {
+		d.delivered.Add(1)
+		if d.cfg.OnDeliver != nil {
+			m := f.t.msg
+			d.cfg.OnDeliver(Event{Key: m.Key, ID: m.ID, Attempt: m.Attempt, Enqueued: m.EnqueuedAt,
+				Scheduled: f.scheduled, Started: f.started, Attempted: true})
+		}
+	}
+	d.mu.Lock()
+	now := d.clock.Now()
+	d.dropStart(k, f)
+	var failure *Event
+	switch {
+	case fenced:
+		// Not handed over: the job goes back, no attempt made.
+		d.landed(k, time.Time{}, now)
+	case f.err == nil:
+		seq := f.t.msg.Seq
+		k.pend = append(k.pend, seq)
+		k.pendingAt = maxTime(k.pendingAt, f.started.Add(d.hold))
+		d.landed(k, f.started, now)
+		d.tally(k)
+	default:
+		s := step{k: k, err: f.err, started: f.started, scheduled: f.scheduled}
+		d.failed(k, &f.t, &s, now)
+		failure = s.failure
+		d.landed(k, f.started, now)
+	}
+	d.mu.Unlock()
+	if f.err == nil && !fenced {
+		d.finishFlight(k, nil, now)
+		return
+	}
+	if failure != nil && d.cfg.OnDeliver != nil {
+		d.cfg.OnDeliver(*failure) // before the job can be tried again
+	}
+	d.finishFlight(k, f, now)
+}
+
+// finishFlight ends a flight of k: a job not delivered (f) goes back to
+// the key, or waits for the key's step to end; and the flight no longer
+// counts in flight.
+func (d *Drainer) finishFlight(k *keyState, f *flight, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f != nil {
+		switch {
+		case f.activation != d.activation || !d.active:
+			k.unread(f.t.msg.Seq) // the key forgot its jobs meanwhile: read it again
+		case k.busy:
+			k.flight.back = append(k.flight.back, f.t)
+		default:
+			k.takeBack(f.t, d.pace.Retry, now)
+		}
+		d.tally(k)
+		if !k.busy {
+			d.place(k, now)
+		}
+	}
+	d.endInflight()
+	d.wakeScheduler()
+}
+
+// dropStart forgets f among k's flights in the air.
+func (d *Drainer) dropStart(k *keyState, f *flight) {
+	if i := slices.Index(k.flight.starts, f.tookOff); i >= 0 {
+		k.flight.starts = slices.Delete(k.flight.starts, i, i+1)
+	}
+}
+
+// endInflight counts a step or a flight ended, and wakes the waiters of
+// waitIdle once nothing is in flight. d.mu must be held.
+func (d *Drainer) endInflight() {
+	d.inflight--
+	if d.inflight == 0 && d.idle != nil {
+		close(d.idle)
+		d.idle = nil
+	}
+}
+
+// newFlight reserves a flight for k's job about to be chosen by its step.
+// d.mu must be held.
+func (d *Drainer) newFlight(k *keyState, scheduled time.Time) *flight {
+	return &flight{k: k, scheduled: scheduled}
+}
+
+// stepLanded counts the end of s's delivery, made by the step itself (one
+// delivery of a key at a time) or not made (held: the job stays), at now.
+// d.mu must be held.
+func (d *Drainer) stepLanded(s *step, now time.Time) {
+	switch {
+	case s.flight != nil && !s.flight.taken:
+		d.landed(s.k, time.Time{}, now)
+	case s.flight == nil && s.deliver != nil:
+		var started time.Time
+		if !s.held() && !s.fenced && Attempted(s.err) {
+			started = s.started
+		}
+		d.landed(s.k, started, now)
+	}
+}
+
+// keyInterval is the time between two attempts of k that the schedule
+// counts: the key's interval, or, when its receipts come slower than its
+// slots allow at its concurrency, the average receipt latency measured
+// over the deliveries it may have awaiting receipt. d.mu must be held.
+func (d *Drainer) keyInterval(k *keyState) time.Duration {
+	return max(d.pace.Interval, k.flight.latency/time.Duration(d.pace.Concurrency.perKey()))
+}
+
+// freeAt returns when k has a place for another delivery, at now or
+// later: when as many of its flights as it has over its limit less one
+// have landed, the oldest first, each after the average receipt latency.
+// d.mu must be held.
+func (d *Drainer) freeAt(k *keyState, now time.Time) time.Time {
+	over := len(k.flight.starts) - d.pace.Concurrency.perKey()
+	if over < 0 || !d.pace.Concurrency.flies() {
+		return now
+	}
+	return maxTime(k.flight.starts[over].Add(k.flight.latency), now)
+}
+
+// takeBackAll takes back the failed jobs of k whose flights ended while a
+// step of k ran. d.mu must be held, k not busy.
+func (d *Drainer) takeBackAll(k *keyState, now time.Time) {
+	for _, t := range k.flight.back {
+		k.takeBack(t, d.pace.Retry, now)
+	}
+	clear(k.flight.back)
+	k.flight.back = k.flight.back[:0]
+}
+
+// takeBack puts t, a job of the key whose flight failed (or did not
+// reach the downstream), back among the key's jobs at now: a failed job
+// with a retry budget aside, as a failed head steps aside; otherwise at
+// the head, where a failed job blocks the key's fresh jobs until it is
+// delivered or dead-lettered, and a job not attempted goes first at the
+// key's next slot; the fresh head goes back to be read again. When the
+// head is a failed job already, t waits aside as a retry (a key keeps
+// there at most its concurrency more than maxAside).
+func (k *keyState) takeBack(t tried, retry Retry, now time.Time) {
+	fresh := !t.retrying && t.deadReason == ""
+	switch {
+	case !fresh && retry.stepsAside() && !t.paused && len(k.aside) < maxAside:
+		k.setAside(append(k.aside, t))
+	case k.head.msg == nil || k.fresh():
+		if k.head.msg != nil {
+			k.unread(k.head.msg.Seq)
+		}
+		k.head = t
+	default:
+		if fresh {
+			t.retrying, t.due = true, maxTime(t.due, now)
+		}
+		k.setAside(append(k.aside, t))
+	}
+}
+
+// unread makes the job at seq, off the key, one to read again: back in
+// seqs, in order, with the reads starting at it.
+func (k *keyState) unread(seq uint64) {
+	if i, found := slices.BinarySearch(k.seqs, seq); !found {
+		k.seqs = slices.Insert(k.seqs, i, seq)
+	}
+	k.from = min(k.from, seq)
+	if k.head.msg == nil {
+		k.fetch, k.fetchAt = true, time.Time{}
+	}
+}
+
+// share returns the concurrency of one of n partitions of a policy: an
+// n-th of Total, rounded up and at least one; Key as it is, since a key
+// lives in one partition.
+func (c Concurrency) share(n int) Concurrency {
+	if c.Total > 0 && n > 1 {
+		c.Total = max((c.Total+n-1)/n, 1)
+	}
+	return c
+}
+
+// unblock lets every key that waits for a receipt try again at now, under
+// a concurrency just changed: a key still at its limit waits again. d.mu
+// must be held.
+func (d *Drainer) unblock(now time.Time) {
+	clear(d.parked)
+	d.parked = d.parked[:0]
+	for _, k := range d.keys {
+		if k.flight.blocked && !k.busy {
+			k.flight.blocked = false
+			d.place(k, now)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package drain_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/queue"
+)
+
+// With Key 2 and no retry budget, a failed job goes back to the head of
+// its key: the job already in the air goes on, but no fresh job starts
+// until the failed one is delivered; its failure is reported before it is
+// tried again; every job is delivered once.
+func TestConcurrencyFailureBlocksFreshJobs(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			var (
+				mu     sync.Mutex
+				events []drain.Event
+			)
+			pace := drain.Pace{Interval: 10 * time.Millisecond, Concurrency: drain.Concurrency{Key: 2},
+				Retry: drain.Retry{Backoff: 300 * time.Millisecond}}
+			r := newMemRig(t, 100, pace, drain.Config{Jitter: func() float64 { return 0 }, OnDeliver: func(e drain.Event) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}})
+			l := newFlightLog(r, 100*time.Millisecond)
+			l.fail = func(d *drain.Delivery) error {
+				if d.Msg.ID == "k-2" && d.Msg.Attempt == 1 {
+					return fmt.Errorf("%w: consumer error", drain.ErrDelivery)
+				}
+				return nil
+			}
+			ids := r.admit("k", 8)
+			r.d.Start(t.Context())
+			r.sink.wait(t, 8, time.Minute)
+
+			ss := l.of("k")
+			var retried, failedAt time.Time
+			for _, s := range ss {
+				if s.id == "k-2" && s.attempt == 2 {
+					retried = s.at
+				}
+			}
+			mu.Lock()
+			for i, e := range events {
+				if e.ID == "k-2" && e.Err != nil {
+					failedAt = e.Started.Add(100 * time.Millisecond)
+					if i+1 < len(events) && events[i+1].ID == "k-2" && events[i+1].Started.Before(e.RetryAt) {
+						t.Errorf("k-2 retried at %v, before the failure said (%v)", events[i+1].Started, e.RetryAt)
+					}
+				}
+			}
+			mu.Unlock()
+			if retried.IsZero() || failedAt.IsZero() {
+				t.Fatalf("k-2 was not failed then retried: %+v", ss)
+			}
+			for _, s := range ss {
+				if s.id != "k-2" && s.at.After(failedAt) && s.at.Before(retried) {
+					t.Errorf("%s started at %v, between k-2's failure (%v) and its retry (%v): a failed job blocks fresh ones",
+						s.id, s.at, failedAt, retried)
+				}
+			}
+			got := deliveredIDs(r.sink.deliveries())
+			if !slices.Equal(got, ids) {
+				t.Errorf("delivered %v, want each of %v once", got, ids)
+			}
+		})
+	})
+}
+
+// With a retry budget a failed job of a key with Key 2 steps aside: the
+// fresh jobs go on, and it is delivered later, once.
+func TestConcurrencyFailureStepsAsideWithBudget(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			pace := drain.Pace{Interval: 10 * time.Millisecond, Concurrency: drain.Concurrency{Key: 2},
+				Retry: drain.Retry{Backoff: 300 * time.Millisecond, Budget: 0.5}}
+			r := newMemRig(t, 100, pace, drain.Config{Jitter: func() float64 { return 0 }})
+			l := newFlightLog(r, 100*time.Millisecond)
+			l.fail = func(d *drain.Delivery) error {
+				if d.Msg.ID == "k-1" && d.Msg.Attempt == 1 {
+					return fmt.Errorf("%w: consumer error", drain.ErrDelivery)
+				}
+				return nil
+			}
+			ids := r.admit("k", 8)
+			r.d.Start(t.Context())
+			r.sink.wait(t, 8, time.Minute)
+			ss := l.of("k")
+			fresh := 0 // fresh jobs started between k-1's failure and its retry
+			var failed bool
+			for _, s := range ss {
+				switch {
+				case s.id == "k-1" && s.attempt == 2:
+					failed = false
+				case s.id == "k-1":
+					failed = true
+				case failed && s.at.After(ss[1].at.Add(100*time.Millisecond)):
+					fresh++
+				}
+			}
+			if fresh == 0 {
+				t.Errorf("no fresh job started while k-1 waited for its retry, want them to go on: %+v", ss)
+			}
+			got := deliveredIDs(r.sink.deliveries())
+			if !slices.Equal(got, ids) {
+				t.Errorf("delivered %v, want each of %v once", got, ids)
+			}
+			if st := r.d.Stats(); st.Retries != 1 || st.Failed != 1 || st.SteppedAside != 0 {
+				t.Errorf("Stats = %+v, want one retry, one failure, none aside", st)
+			}
+		})
+	})
+}
+
+// deliveredIDs returns the ids delivered, sorted by their number.
+func deliveredIDs(ds []delivery) []string {
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.id
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		var x, y int
+		fmt.Sscanf(a[len("k-"):], "%d", &x)
+		fmt.Sscanf(b[len("k-"):], "%d", &y)
+		return x - y
+	})
+	return ids
+}
+
+// Lowering Key live (SetPace) applies at once: the deliveries in the air
+// land, and no new one starts while the key has as many as the new limit.
+func TestConcurrencySetPaceLowersKey(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			pace := drain.Pace{Interval: 10 * time.Millisecond, Concurrency: drain.Concurrency{Key: 3}}
+			r := newMemRig(t, 200, pace, drain.Config{})
+			l := newFlightLog(r, 200*time.Millisecond)
+			r.admit("k", 60)
+			r.d.Start(t.Context())
+			elapse(time.Second)
+			pace.Concurrency.Key = 1
+			r.d.SetPace(pace)
+			changed := time.Now()
+			r.sink.wait(t, 60, time.Minute)
+			before, after := 0, 0
+			for _, s := range l.of("k") {
+				switch {
+				case s.at.Before(changed):
+					before = max(before, s.ofKey)
+				case s.ofKey > 1:
+					t.Errorf("%s started at +%v after Key went to 1 with %d in the air", s.id, s.at.Sub(changed), s.ofKey)
+				default:
+					after++
+				}
+			}
+			if before != 3 || after == 0 {
+				t.Errorf("at most %d in the air before, %d starts after the change, want 3 and some", before, after)
+			}
+		})
+	})
+}
+
+// The schedule counts the receipts: with Key 2 and 500 ms receipts a key
+// with an outflow of 10/s goes at 4/s, and StartIn says so, within 10 %.
+func TestConcurrencyStartInCountsReceipts(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			interval, latency := 100*time.Millisecond, 500*time.Millisecond
+			r := newMemRig(t, 100, drain.Pace{Interval: interval, Concurrency: drain.Concurrency{Key: 2}}, drain.Config{})
+			l := newFlightLog(r, latency)
+			r.admit("k", 60)
+			r.d.Start(t.Context())
+			elapse(2*time.Second + 50*time.Millisecond)
+			token, err := queue.EncodeKey("k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			const n = 20
+			eta := r.d.StartIn(token, n, now)
+			started := len(l.of("k"))
+			r.sink.wait(t, 60, time.Minute)
+			actual := l.of("k")[started+n-1].at.Sub(now)
+			t.Logf("StartIn(%d) = %v; the job started after %v", n, eta, actual)
+			want := time.Duration(n) * time.Second / 4
+			if diff := (eta - actual).Abs(); diff > actual/10 {
+				t.Errorf("StartIn(%d) = %v, the job started after %v, want within 10%%", n, eta, actual)
+			}
+			if diff := (actual - want).Abs(); diff > want/10 {
+				t.Errorf("the %d-th job started after %v, want about %v (4/s)", n, actual, want)
+			}
+		})
+	})
+}
