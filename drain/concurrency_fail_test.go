@@ -145,7 +145,7 @@ func TestConcurrencySetPaceLowersKey(t *testing.T) {
 			l := newFlightLog(r, 200*time.Millisecond)
 			r.admit("k", 60)
 			r.d.Start(t.Context())
-			elapse(time.Second)
+			elapse(time.Second + 3*time.Millisecond) // between two slots: nothing starts at the instant of the change
 			pace.Concurrency.Key = 1
 			r.d.SetPace(pace)
 			changed := time.Now()

@@ -25,6 +25,7 @@
 //	      burst: 10
 //	      shadow: false
 //	      fail: open
+//	    concurrency: {key: 2, total: 50}   # optional; deliveries awaiting their receipt
 //
 // The fields of a policy:
 //
@@ -74,6 +75,15 @@
 //     backend (Redis) fails: "open" admits within this shaper's local share
 //     of the limit, "closed" rejects (503). admit: off is no admission
 //     limit, as is leaving it out.
+//   - concurrency: how many deliveries may await their receipt (a
+//     consumer's reply, a stream's or a webhook's acknowledgement) at once.
+//     key (1 to MaxConcurrency, default 1) bounds them per key: with 1 a
+//     key's next delivery starts only once the previous one was answered;
+//     with more, a key whose receipts come slower than its slots still
+//     reaches its outflow, never above it. total (1 to MaxConcurrency, at
+//     least key) bounds them over all keys of the policy, split in equal
+//     shares, rounded up, between its partitions; left out, only the
+//     shaper's workers per policy (--workers, 32) bound them.
 //
 // Any other field is an error. A field given as null (or with no value) is
 // treated as left out.
@@ -100,6 +110,7 @@
 //	retry.deadline     DefaultRetryDeadline (24h)
 //	retry.budget       DefaultRetryBudget (20%)
 //	admit.fail         DefaultAdmitFail (open), when there is an admit block
+//	concurrency.key    DefaultConcurrencyKey (1)
 //
 // A value given explicitly is never replaced: "attempts: 0" is an error, not
 // a request for the default. Patch.Resolve is the one place defaults are

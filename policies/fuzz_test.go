@@ -69,6 +69,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, admit: {algorithm: fixed_window, limit: 3/s}}]"))
 	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, retry: {budget: 12.5%}}, {name: b, outflow: 1/s, queue: 1, retry: {budget: off}}]"))
 	f.Add([]byte("a: &x [*x]\npolicies:\n  - *x\n"))
+	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, concurrency: {key: 2, total: 4}}, {name: b, outflow: 1/s, queue: 1, concurrency: {key: 3}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := Parse("f.yaml", data)
 		if err != nil {

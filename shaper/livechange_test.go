@@ -29,6 +29,7 @@ policies:
     deliver: {subject: out.all, timeout: 3s}
     retry: {attempts: 5, backoff: 7s, max_backoff: 2m, deadline: 2h, budget: off}
     admit: {algorithm: token_bucket, limit: 600/m, burst: 10, shadow: true, fail: closed}
+    concurrency: {key: 3, total: 30}
 `
 
 // fields returns the policy fields of a GET /v1/policies/{name} answer by
@@ -118,6 +119,8 @@ func TestLiveChangeEveryField(t *testing.T) {
 		{"admit.burst", `4`, "4"},
 		{"admit.shadow", `false`, ""}, // GET leaves a false shadow out
 		{"admit.fail", `"open"`, "open"},
+		{"concurrency.key", `2`, "2"},
+		{"concurrency.total", `10`, "10"},
 	} {
 		code, body := r.put(t, path, set(c.field, c.value))
 		if code != http.StatusOK {

@@ -29,10 +29,11 @@ func showPolicy(c *cli.Context, p client.Policy) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
-	var retry, admit bool
+	var retry, admit, concurrency bool
 	for _, f := range p.Overridden {
 		retry = retry || strings.HasPrefix(f, "retry")
 		admit = admit || strings.HasPrefix(f, "admit")
+		concurrency = concurrency || strings.HasPrefix(f, "concurrency")
 	}
 	if r := p.Retry; retry {
 		fmt.Fprintf(w, "  retry: attempts %d, backoff %v, max_backoff %v, deadline %v, budget %s\n", r.Attempts, r.Backoff, r.MaxBackoff, r.Deadline, r.Budget)
@@ -41,6 +42,13 @@ func showPolicy(c *cli.Context, p client.Policy) {
 		fmt.Fprintln(w, "  admit: off")
 	} else if admit {
 		fmt.Fprintf(w, "  admit: %s %s, burst %d, shadow %v, fail %s\n", a.Algorithm, a.Limit, a.Burst, a.Shadow, a.Fail)
+	}
+	if c := p.Concurrency; concurrency {
+		total := "none"
+		if c.Total > 0 {
+			total = fmt.Sprint(c.Total)
+		}
+		fmt.Fprintf(w, "  concurrency: key %d, total %s\n", c.Key, total)
 	}
 }
 
@@ -66,6 +74,8 @@ var fieldFlags = []fieldFlag{
 	{"admit-burst", "admit.burst", "int", "bucket size of gcra and token_bucket"},
 	{"admit-shadow", "admit.shadow", "bool", "only count what the limit would refuse"},
 	{"admit-fail", "admit.fail", "text", "open or closed: what to do when Redis fails"},
+	{"concurrency-key", "concurrency.key", "int", "deliveries of one key awaiting their receipt at once"},
+	{"concurrency-total", "concurrency.total", "int", "deliveries of the whole policy awaiting their receipt at once"},
 }
 
 // policyChange is the change the flags of policies set ask for, and

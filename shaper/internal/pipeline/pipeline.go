@@ -142,7 +142,7 @@ func New(p policies.Policy, q, deferred Queue, sink drain.Sink, cfg Config) (*Pi
 }
 
 // Pace returns how the drainer of p's queue paces: its outflow interval per
-// key, its total cap, its retry bounds and budget.
+// key, its total cap, its retry bounds and budget, its concurrency.
 func Pace(p policies.Policy) drain.Pace {
 	return drain.Pace{
 		Interval: p.Outflow.Interval(),
@@ -154,15 +154,17 @@ func Pace(p policies.Policy) drain.Pace {
 			Deadline:   p.Retry.Deadline,
 			Budget:     p.Retry.Budget.Share(),
 		},
+		Concurrency: drain.Concurrency{Key: p.Concurrency.Key, Total: p.Concurrency.Total},
 	}
 }
 
 // DeferPace returns how the drainer of p's deferred jobs paces: as Pace,
-// but deferred jobs are re-admitted strictly in order, without a retry
-// budget.
+// but deferred jobs are re-admitted strictly in order, one re-admission of
+// a key at a time, without a retry budget.
 func DeferPace(p policies.Policy) drain.Pace {
 	pace := Pace(p)
 	pace.Retry.Budget = 0
+	pace.Concurrency = drain.Concurrency{}
 	return pace
 }
 
