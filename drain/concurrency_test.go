@@ -206,3 +206,21 @@ func TestConcurrencyCrashBound(t *testing.T) {
 		})
 	})
 }
+
+// A Group gives each partition an equal share of Concurrency.Total,
+// rounded up and at least one; Key stays as it is.
+func TestConcurrencyGroupShares(t *testing.T) {
+	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ total, parts, want int }{{10, 1, 10}, {10, 4, 3}, {8, 4, 2}, {3, 8, 1}, {0, 4, 0}} {
+		g := drain.NewGroup(q, tt.parts, newRecorder(), drain.Pace{Concurrency: drain.Concurrency{Key: 2, Total: tt.total}}, drain.Config{Passive: true})
+		for i := range tt.parts {
+			if got := g.Part(i).Pace().Concurrency; got != (drain.Concurrency{Key: 2, Total: tt.want}) {
+				t.Errorf("total %d over %d partitions: partition %d has %+v, want key 2, total %d", tt.total, tt.parts, i, got, tt.want)
+			}
+		}
+		g.Stop()
+	}
+}

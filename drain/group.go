@@ -23,7 +23,10 @@ const MaxPartitions = 256
 // at Total × n (its interval), so that the partitions together never
 // exceed the cap, and a partition's schedule, its answers included, needs
 // nothing of the others. The price is that a partition with few keys
-// waiting leaves its share unused; see docs/scaling.md.
+// waiting leaves its share unused; see docs/scaling.md. So is a bound on
+// the deliveries awaiting their receipt (Concurrency.Total): each
+// partition takes ⌈Total/n⌉ of them, at least one, so that together they
+// may exceed Total by less than n.
 //
 // With one partition a Group is its Drainer, on the queue as it is. With
 // more, the partitions share one watch of the queue (each is told of its

@@ -47,9 +47,10 @@ func fields(body map[string]any) map[string]string {
 		out[f] = text(body[f])
 	}
 	for block, names := range map[string][]string{
-		"deliver": {"subject", "stream", "mode", "webhook", "timeout"},
-		"retry":   {"attempts", "backoff", "max_backoff", "deadline", "budget"},
-		"admit":   {"algorithm", "limit", "burst", "shadow", "fail"},
+		"deliver":     {"subject", "stream", "mode", "webhook", "timeout"},
+		"retry":       {"attempts", "backoff", "max_backoff", "deadline", "budget"},
+		"admit":       {"algorithm", "limit", "burst", "shadow", "fail"},
+		"concurrency": {"key", "total"},
 	} {
 		m, _ := body[block].(map[string]any)
 		for _, f := range names {
