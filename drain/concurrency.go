@@ -154,7 +154,8 @@ func (d *Drainer) takeOff(k *keyState, f *flight, i int, now time.Time) {
 // fly hands f's job over, on the worker that ran the step which took it,
 // and applies its receipt: a delivered job keeps its queue slot as one
 // delivered by a step does; a failed one is reported, then goes back to
-// its key (takeBack).
+// its key (takeBack), and only then does the flight stop counting toward
+// the key's limit, so that no fresh job of the key overtakes it there.
 func (d *Drainer) fly(ctx context.Context, f *flight) {
 	k := f.k
 	f.started = d.clock.Now()
@@ -163,64 +164,61 @@ func (d *Drainer) fly(ctx context.Context, f *flight) {
 		delivery := Delivery{Policy: d.policy, Token: k.token, Msg: f.t.msg}
 		f.err = d.sink.Deliver(ctx, &delivery)
 	}
-	if f.err == nil && !fenced {
+	var failure *Event
+	switch {
+	case fenced:
+		// Not handed over: the job goes back, no attempt made.
+	case f.err == nil:
 		d.delivered.Add(1)
 		if d.cfg.OnDeliver != nil {
 			m := f.t.msg
 			d.cfg.OnDeliver(Event{Key: m.Key, ID: m.ID, Attempt: m.Attempt, Enqueued: m.EnqueuedAt,
 				Scheduled: f.scheduled, Started: f.started, Attempted: true})
 		}
-	}
-	d.mu.Lock()
-	now := d.clock.Now()
-	d.dropStart(k, f)
-	var failure *Event
-	switch {
-	case fenced:
-		// Not handed over: the job goes back, no attempt made.
-		d.landed(k, time.Time{}, now)
-	case f.err == nil:
-		seq := f.t.msg.Seq
-		k.pend = append(k.pend, seq)
+		d.mu.Lock()
+		now := d.clock.Now()
+		d.dropStart(k, f)
+		k.pend = append(k.pend, f.t.msg.Seq)
 		k.pendingAt = maxTime(k.pendingAt, f.started.Add(d.hold))
-		d.landed(k, f.started, now)
 		d.tally(k)
-	default:
-		s := step{k: k, err: f.err, started: f.started, scheduled: f.scheduled}
-		d.failed(k, &f.t, &s, now)
-		failure = s.failure
 		d.landed(k, f.started, now)
-	}
-	d.mu.Unlock()
-	if f.err == nil && !fenced {
-		d.finishFlight(k, nil, now)
+		if !k.busy {
+			d.place(k, now) // to free the job's slot at pendingAt
+		}
+		d.endInflight()
+		d.mu.Unlock()
+		d.wakeScheduler()
 		return
+	default:
+		d.mu.Lock()
+		s := step{k: k, err: f.err, started: f.started, scheduled: f.scheduled}
+		d.failed(k, &f.t, &s, d.clock.Now())
+		failure = s.failure
+		d.mu.Unlock()
+		if d.cfg.OnDeliver != nil {
+			d.cfg.OnDeliver(*failure) // before the job can be tried again
+		}
 	}
-	if failure != nil && d.cfg.OnDeliver != nil {
-		d.cfg.OnDeliver(*failure) // before the job can be tried again
-	}
-	d.finishFlight(k, f, now)
-}
-
-// finishFlight ends a flight of k: a job not delivered (f) goes back to
-// the key, or waits for the key's step to end; and the flight no longer
-// counts in flight.
-func (d *Drainer) finishFlight(k *keyState, f *flight, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if f != nil {
-		switch {
-		case f.activation != d.activation || !d.active:
-			k.unread(f.t.msg.Seq) // the key forgot its jobs meanwhile: read it again
-		case k.busy:
-			k.flight.back = append(k.flight.back, f.t)
-		default:
-			k.takeBack(f.t, d.pace.Retry, now)
-		}
-		d.tally(k)
-		if !k.busy {
-			d.place(k, now)
-		}
+	now := d.clock.Now()
+	d.dropStart(k, f)
+	switch {
+	case f.activation != d.activation || !d.active:
+		k.unread(f.t.msg.Seq) // the key forgot its jobs meanwhile: read it again
+	case k.busy:
+		k.flight.back = append(k.flight.back, f.t) // taken back when its step ends
+	default:
+		k.takeBack(f.t, d.pace.Retry, now)
+	}
+	d.tally(k)
+	started := f.started
+	if fenced {
+		started = time.Time{}
+	}
+	d.landed(k, started, now)
+	if !k.busy {
+		d.place(k, now)
 	}
 	d.endInflight()
 	d.wakeScheduler()

@@ -71,6 +71,7 @@ func TestConcurrencyFailureBlocksFreshJobs(t *testing.T) {
 			if !slices.Equal(got, ids) {
 				t.Errorf("delivered %v, want each of %v once", got, ids)
 			}
+			checkSettled(t, r)
 		})
 	})
 }
@@ -113,6 +114,7 @@ func TestConcurrencyFailureStepsAsideWithBudget(t *testing.T) {
 			if !slices.Equal(got, ids) {
 				t.Errorf("delivered %v, want each of %v once", got, ids)
 			}
+			checkSettled(t, r)
 			if st := r.d.Stats(); st.Retries != 1 || st.Failed != 1 || st.SteppedAside != 0 {
 				t.Errorf("Stats = %+v, want one retry, one failure, none aside", st)
 			}
@@ -197,6 +199,84 @@ func TestConcurrencyStartInCountsReceipts(t *testing.T) {
 			if diff := (actual - want).Abs(); diff > want/10 {
 				t.Errorf("the %d-th job started after %v, want about %v (4/s)", n, actual, want)
 			}
+		})
+	})
+}
+
+// Driven by Advance, a delivery's receipt comes before Advance goes on:
+// with any Key the deliveries are those of the step model, at the same
+// virtual times, failures and retries included.
+func TestConcurrencyDrivenMatchesSteps(t *testing.T) {
+	run := func(key int) []string {
+		pace := drain.Pace{Interval: 100 * time.Millisecond, Concurrency: drain.Concurrency{Key: key},
+			Retry: drain.Retry{Backoff: 250 * time.Millisecond}}
+		r := newReplay(t, 50, pace, drain.Config{Jitter: func() float64 { return 0 }})
+		tries := map[string]int{}
+		r.fail = func(d *drain.Delivery) error {
+			tries[d.Msg.ID]++
+			if n := len(d.Msg.ID); d.Msg.ID[n-1] == '3' && tries[d.Msg.ID] == 1 {
+				return fmt.Errorf("%w: first try of %s", drain.ErrDelivery, d.Msg.ID)
+			}
+			return nil
+		}
+		for k := range 4 {
+			for j := range 8 {
+				r.admit(t, fmt.Sprint("k", k), fmt.Sprintf("k%d-%d", k, j))
+			}
+		}
+		r.until(r.clock.Now().Add(time.Minute))
+		if st := r.d.Stats(); st.Delivered != 32 || st.Failed != 4 || st.Queued != 0 || st.InFlight != 0 {
+			t.Errorf("key %d: Stats() = %+v, want 32 delivered, 4 failed, none left", key, st)
+		}
+		return r.log
+	}
+	steps := run(1)
+	if flights := run(3); !slices.Equal(flights, steps) {
+		t.Errorf("with Key 3, driven:\n%q\nwith Key 1:\n%q", flights, steps)
+	}
+}
+
+// A downstream that asks a key with Key 2 to pause pauses the whole key:
+// nothing of it starts before the pause ends, and the job it refused goes
+// first then.
+func TestConcurrencyPauseHoldsKey(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			pace := drain.Pace{Interval: 10 * time.Millisecond, Concurrency: drain.Concurrency{Key: 2}}
+			r := newMemRig(t, 100, pace, drain.Config{})
+			l := newFlightLog(r, 50*time.Millisecond)
+			l.fail = func(d *drain.Delivery) error {
+				if d.Msg.ID == "k-2" && d.Msg.Attempt == 1 {
+					return &drain.RetryAfterError{After: time.Second, Cause: "busy"}
+				}
+				return nil
+			}
+			ids := r.admit("k", 6)
+			r.d.Start(t.Context())
+			r.sink.wait(t, 6, time.Minute)
+			ss := l.of("k")
+			refused := slices.IndexFunc(ss, func(s flightStart) bool { return s.id == "k-2" })
+			if refused < 0 || ss[refused].attempt != 1 {
+				t.Fatalf("k-2 was never refused: %+v", ss)
+			}
+			answered := ss[refused].at.Add(50 * time.Millisecond) // the refusal came back
+			var after []string                                    // the starts after the refusal, in order
+			for _, s := range ss {
+				switch {
+				case !s.at.After(answered):
+				case s.at.Before(answered.Add(time.Second)):
+					t.Errorf("%s started %v after the refusal, during the key's 1 s pause", s.id, s.at.Sub(answered))
+				default:
+					after = append(after, s.id)
+				}
+			}
+			if len(after) == 0 || after[0] != "k-2" {
+				t.Errorf("after the pause %v started, want k-2 first", after)
+			}
+			if got := deliveredIDs(r.sink.deliveries()); !slices.Equal(got, ids) {
+				t.Errorf("delivered %v, want each of %v once", got, ids)
+			}
+			checkSettled(t, r)
 		})
 	})
 }

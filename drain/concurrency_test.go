@@ -144,6 +144,7 @@ func TestConcurrencyKeyBoundsInFlight(t *testing.T) {
 					t.Errorf("key %s: %.2f/s over %v, want 4/s ±10%%", key, rate, span)
 				}
 			}
+			checkSettled(t, r)
 		})
 	})
 }
@@ -222,5 +223,15 @@ func TestConcurrencyGroupShares(t *testing.T) {
 			}
 		}
 		g.Stop()
+	}
+}
+
+// checkSettled checks that once every job was delivered and answered,
+// every slot is freed and nothing is in flight.
+func checkSettled(t *testing.T, r *memRig) {
+	t.Helper()
+	elapse(2 * time.Second)
+	if st := r.d.Stats(); st.Queued != 0 || st.InFlight != 0 || st.Keys != 0 {
+		t.Errorf("Stats() once all was delivered = %+v, want nothing queued or in flight", st)
 	}
 }
