@@ -56,7 +56,8 @@ type flight struct {
 	err        error
 }
 
-// measure records a receipt that came took after its delivery started.
+// measure records a receipt that came took after its delivery started,
+// in the key's average receipt latency.
 func (f *flights) measure(took time.Duration) {
 	if f.latency == 0 {
 		f.latency = took
@@ -239,12 +240,6 @@ func (d *Drainer) endInflight() {
 		close(d.idle)
 		d.idle = nil
 	}
-}
-
-// newFlight reserves a flight for k's job about to be chosen by its step.
-// d.mu must be held.
-func (d *Drainer) newFlight(k *keyState, scheduled time.Time) *flight {
-	return &flight{k: k, scheduled: scheduled}
 }
 
 // stepLanded counts the end of s's delivery, made by the step itself (one
