@@ -31,12 +31,7 @@ func TestConcurrencyFailureBlocksFreshJobs(t *testing.T) {
 				mu.Unlock()
 			}})
 			l := newFlightLog(r, 100*time.Millisecond)
-			l.fail = func(d *drain.Delivery) error {
-				if d.Msg.ID == "k-2" && d.Msg.Attempt == 1 {
-					return fmt.Errorf("%w: consumer error", drain.ErrDelivery)
-				}
-				return nil
-			}
+			l.fail = failFirst("k-2")
 			ids := r.admit("k", 8)
 			r.d.Start(t.Context())
 			r.sink.wait(t, 8, time.Minute)
@@ -85,12 +80,7 @@ func TestConcurrencyFailureStepsAsideWithBudget(t *testing.T) {
 				Retry: drain.Retry{Backoff: 300 * time.Millisecond, Budget: 0.5}}
 			r := newMemRig(t, 100, pace, drain.Config{Jitter: func() float64 { return 0 }})
 			l := newFlightLog(r, 100*time.Millisecond)
-			l.fail = func(d *drain.Delivery) error {
-				if d.Msg.ID == "k-1" && d.Msg.Attempt == 1 {
-					return fmt.Errorf("%w: consumer error", drain.ErrDelivery)
-				}
-				return nil
-			}
+			l.fail = failFirst("k-1")
 			ids := r.admit("k", 8)
 			r.d.Start(t.Context())
 			r.sink.wait(t, 8, time.Minute)
@@ -120,6 +110,16 @@ func TestConcurrencyFailureStepsAsideWithBudget(t *testing.T) {
 			}
 		})
 	})
+}
+
+// failFirst fails the first attempt of job id.
+func failFirst(id string) func(d *drain.Delivery) error {
+	return func(d *drain.Delivery) error {
+		if d.Msg.ID == id && d.Msg.Attempt == 1 {
+			return fmt.Errorf("%w: consumer error", drain.ErrDelivery)
+		}
+		return nil
+	}
 }
 
 // deliveredIDs returns the ids delivered, sorted by their number.

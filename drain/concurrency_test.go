@@ -27,12 +27,11 @@ type flightLog struct {
 // flightStart is one delivery's start, with what was in the air then,
 // itself included.
 type flightStart struct {
-	key, id       string
-	at            time.Time
-	ofKey, ofAll  int
-	stillStored   int // deliveries of the key handed over before and still stored
-	attempt       int
-	handedOverSeq uint64
+	key, id      string
+	at           time.Time
+	ofKey, ofAll int
+	stillStored  int // deliveries of the key handed over before and still stored
+	attempt      int
 }
 
 func newFlightLog(r *memRig, latency time.Duration) *flightLog {
@@ -50,7 +49,7 @@ func newFlightLog(r *memRig, latency time.Duration) *flightLog {
 		}
 		handed[d.Token] = append(handed[d.Token], d.Msg.Seq)
 		l.starts = append(l.starts, flightStart{key: d.Msg.Key, id: d.Msg.ID, at: time.Now(), ofKey: l.perKey[d.Msg.Key],
-			ofAll: l.total, stillStored: stored, attempt: d.Msg.Attempt, handedOverSeq: d.Msg.Seq})
+			ofAll: l.total, stillStored: stored, attempt: d.Msg.Attempt})
 		fail := l.fail
 		l.mu.Unlock()
 		time.Sleep(l.latency)
@@ -82,16 +81,13 @@ func (l *flightLog) of(key string) []flightStart {
 	return got
 }
 
-// maxStartsIn is the most starts in any window [t, t+w) (ss in time order).
-func maxStartsIn(ss []flightStart, w time.Duration) int {
-	best, j := 0, 0
-	for i := range ss {
-		for ss[i].at.Sub(ss[j].at) >= w {
-			j++
-		}
-		best = max(best, i-j+1)
+// asDeliveries returns the starts as the deliveries of rig_test.go.
+func asDeliveries(ss []flightStart) []delivery {
+	ds := make([]delivery, len(ss))
+	for i, s := range ss {
+		ds[i] = delivery{key: s.key, id: s.id, attempt: s.attempt, at: s.at}
 	}
-	return best
+	return ds
 }
 
 // checkOutflowBound checks the per-key bound: in any window T at most
@@ -100,7 +96,7 @@ func checkOutflowBound(t *testing.T, key string, ss []flightStart, interval time
 	t.Helper()
 	for _, w := range []time.Duration{interval, 3 * interval, 10 * interval, 50 * interval} {
 		limit := int(math.Ceil(float64(w)/float64(interval))) + 1
-		if got := maxStartsIn(ss, w); got > limit {
+		if got := maxInWindow(asDeliveries(ss), w); got > limit {
 			t.Errorf("key %s: %d starts within %v, want at most %d", key, got, w, limit)
 		}
 	}
