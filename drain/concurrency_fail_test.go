@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -277,6 +278,44 @@ func TestConcurrencyPauseHoldsKey(t *testing.T) {
 				t.Errorf("delivered %v, want each of %v once", got, ids)
 			}
 			checkSettled(t, r)
+		})
+	})
+}
+
+// Deliveries in the air when the Drainer stops delivering (SetActive
+// false) land; the jobs that failed meanwhile are read again on
+// activation, and every job is delivered.
+func TestConcurrencyFlightsAcrossDeactivation(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			pace := drain.Pace{Interval: 10 * time.Millisecond, Concurrency: drain.Concurrency{Key: 3},
+				Retry: drain.Retry{Backoff: 50 * time.Millisecond}}
+			r := newMemRig(t, 100, pace, drain.Config{Jitter: func() float64 { return 0 }})
+			l := newFlightLog(r, 200*time.Millisecond)
+			var failed atomic.Bool
+			l.fail = func(d *drain.Delivery) error { // k-1's first call only: its attempts are not kept across activations
+				if d.Msg.ID == "k-1" && failed.CompareAndSwap(false, true) {
+					return fmt.Errorf("%w: consumer error", drain.ErrDelivery)
+				}
+				return nil
+			}
+			ids := r.admit("k", 10)
+			r.d.Start(t.Context())
+			elapse(50 * time.Millisecond) // k-0, k-1 and k-2 in the air
+			r.d.SetActive(false)
+			elapse(time.Second)
+			if st := r.d.Stats(); st.InFlight != 0 || st.Delivered != 2 || st.Failed != 1 {
+				t.Errorf("Stats() while inactive = %+v, want the three in the air landed: 2 delivered, 1 failed", st)
+			}
+			r.d.SetActive(true)
+			r.sink.wait(t, 10, time.Minute)
+			if got := deliveredIDs(r.sink.deliveries()); !slices.Equal(got, ids) {
+				t.Errorf("delivered %v, want each of %v once", got, ids)
+			}
+			checkSettled(t, r)
+			if n := len(l.log()); n != 11 {
+				t.Errorf("%d attempts, want 11 (k-1 twice)", n)
+			}
 		})
 	})
 }
