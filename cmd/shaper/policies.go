@@ -232,6 +232,12 @@ func policiesCommand() *cli.Command {
 					if n := p.Parts(); n > 1 {
 						line += fmt.Sprintf(", %d partitions", n)
 					}
+					if c := p.Concurrency; c.Key > policies.DefaultConcurrencyKey || c.Total > 0 {
+						line += fmt.Sprintf(", %d awaiting receipt per key", c.Key)
+						if c.Total > 0 {
+							line += fmt.Sprintf(" (%d in all)", c.Total)
+						}
+					}
 					if p.Deliver.Webhook != "" {
 						line += ", webhook " + p.Deliver.Webhook
 					} else {
