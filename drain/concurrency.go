@@ -56,14 +56,14 @@ type flight struct {
 	err        error
 }
 
-// measure records a receipt that came took after its delivery started,
-// in the key's average receipt latency.
-func (f *flights) measure(took time.Duration) {
-	if f.latency == 0 {
-		f.latency = took
+// average adds a receipt that came took after its delivery started to
+// the average receipt latency *avg (0: none yet).
+func average(avg *time.Duration, took time.Duration) {
+	if *avg == 0 {
+		*avg = took
 		return
 	}
-	f.latency += time.Duration(latencyWeight * float64(took-f.latency))
+	*avg += time.Duration(latencyWeight * float64(took-*avg))
 }
 
 // limited reports whether k may not start another delivery now: it has as
@@ -99,7 +99,8 @@ func (d *Drainer) landed(k *keyState, started, now time.Time) {
 	k.flight.n--
 	d.flying--
 	if !started.IsZero() {
-		k.flight.measure(now.Sub(started))
+		average(&k.flight.latency, now.Sub(started))
+		average(&d.latency, now.Sub(started))
 	}
 	if k.flight.blocked && !k.busy {
 		k.flight.blocked = false
@@ -264,6 +265,18 @@ func (d *Drainer) stepLanded(s *step, now time.Time) {
 // over the deliveries it may have awaiting receipt. d.mu must be held.
 func (d *Drainer) keyInterval(k *keyState) time.Duration {
 	return max(d.pace.Interval, k.flight.latency/time.Duration(d.pace.Concurrency.perKey()))
+}
+
+// totalInterval is the time between two attempts over all keys that the
+// schedule counts: the total cap's interval, or, when receipts come slower
+// than Concurrency.Total allows, the average receipt latency over Total;
+// 0 for neither. d.mu must be held.
+func (d *Drainer) totalInterval() time.Duration {
+	interval := d.pace.Total
+	if c := d.pace.Concurrency.Total; c > 0 {
+		interval = max(interval, d.latency/time.Duration(c))
+	}
+	return interval
 }
 
 // freeAt returns when k has a place for another delivery, at now or

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/queue"
 )
 
 // flightLog is a downstream that takes latency to answer each delivery,
@@ -230,4 +231,36 @@ func checkSettled(t *testing.T, r *memRig) {
 	if st := r.d.Stats(); st.Queued != 0 || st.InFlight != 0 || st.Keys != 0 {
 		t.Errorf("Stats() once all was delivered = %+v, want nothing queued or in flight", st)
 	}
+}
+
+// The schedule counts Concurrency.Total too: four keys sharing four
+// deliveries awaiting 500 ms receipts go at 2/s each, and StartIn says
+// so, within 15 %.
+func TestConcurrencyStartInCountsTotal(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			latency := 500 * time.Millisecond
+			r := newMemRig(t, 100, drain.Pace{Interval: 10 * time.Millisecond, Concurrency: drain.Concurrency{Key: 2, Total: 4}}, drain.Config{})
+			l := newFlightLog(r, latency)
+			for k := range 4 {
+				r.admit(fmt.Sprint("k", k), 24)
+			}
+			r.d.Start(t.Context())
+			elapse(2*time.Second + 50*time.Millisecond)
+			token, err := queue.EncodeKey("k0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			const n = 8
+			eta := r.d.StartIn(token, n, now)
+			started := len(l.of("k0"))
+			r.sink.wait(t, 96, time.Minute)
+			actual := l.of("k0")[started+n-1].at.Sub(now)
+			t.Logf("StartIn(%d) = %v; the job started after %v", n, eta, actual)
+			if diff := (eta - actual).Abs(); diff > actual*15/100 {
+				t.Errorf("StartIn(%d) = %v, the job started after %v, want within 15%%", n, eta, actual)
+			}
+		})
+	})
 }

@@ -134,7 +134,11 @@
 // interval and that latency over Key; with Key deliveries awaiting
 // receipt, the first starts when the oldest is expected back. StartIn
 // and RoomIn then say 4/s for a key at 10/s with Key 2 and 500 ms
-// receipts. Total is not counted in the schedule.
+// receipts. Likewise the Drainer's average receipt latency over Total
+// spaces the attempts of all keys, as the total cap's interval does when
+// it is longer (Pace.Total): keys take turns in the rounds the schedule
+// counts. That the Drainer is at Total now is not counted: a key's first
+// attempt may come up to one receipt later than said.
 //
 // # Failures
 //

@@ -134,8 +134,9 @@ type Drainer struct {
 	draining               bool
 	active                 bool
 	inflight               int
-	flying                 int         // deliveries awaiting their receipt (concurrency.go)
-	parked                 []*keyState // keys whose due attempt waits for room under Concurrency.Total
+	flying                 int           // deliveries awaiting their receipt (concurrency.go)
+	latency                time.Duration // average receipt latency over the keys (concurrency.go)
+	parked                 []*keyState   // keys whose due attempt waits for room under Concurrency.Total
 	queued                 int64
 	counts                 keyCounts     // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
 	seen                   uint64        // the highest sequence the watch reported
