@@ -124,13 +124,15 @@
 // frees the slots of the key's delivered jobs before each hand-over, so
 // at most Key delivered jobs of a key are stored at any moment: a crash
 // delivers at most Key jobs of a key again. Drain, Release and Stats
-// count flights in flight like steps.
+// count flights in flight like steps. Driven (Advance), the worker is the
+// caller: a flight is handed over and its receipt applied before Advance
+// goes on, so a replay delivers as with Key 1.
 //
 // Deliveries whose receipts come slower than the key's slots make the
 // key's real rate Key per receipt time, below its outflow. The schedule
 // counts it: each key keeps an average of its receipt latency
-// (measured from the sink's call to its return, with every
-// concurrency), and its attempts are spaced by the larger of its
+// (measured from the sink's call to its return, whatever its Key), and
+// its attempts are spaced by the larger of its
 // interval and that latency over Key; with Key deliveries awaiting
 // receipt, the first starts when the oldest is expected back. StartIn
 // and RoomIn then say 4/s for a key at 10/s with Key 2 and 500 ms
