@@ -143,12 +143,7 @@ func (d *Drainer) takeOff(k *keyState, f *flight, i int, now time.Time) {
 		k.earn(d.pace.Retry)
 	}
 	f.t, f.taken, f.activation, f.tookOff = *t, true, d.activation, now
-	if i == headJob {
-		k.head = tried{}
-		k.from = max(k.from, f.t.msg.Seq+1)
-	} else {
-		k.setAside(slices.Delete(k.aside, i, i+1))
-	}
+	k.drop(i)
 	k.flight.starts = append(k.flight.starts, now)
 	d.inflight++ // until the flight ends: Drain waits for its receipt
 }
