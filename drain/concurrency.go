@@ -35,10 +35,17 @@ const latencyWeight = 0.25
 // Drainer learnt of how long receipts take. It is guarded by Drainer.mu.
 type flights struct {
 	n       int           // deliveries of the key awaiting their receipt (or reserved by a step)
-	starts  []time.Time   // when the flights in the air started, oldest first
+	air     []airborne    // the flights in the air, oldest first
 	latency time.Duration // average time from a delivery's start to its receipt; 0: none measured
 	blocked bool          // an attempt is due but waits for a receipt (the key's, or the Drainer's: parked)
 	back    []tried       // failed jobs whose failure is reported, to take back once the key is not busy
+}
+
+// airborne is a flight in the air: its job's sequence, and when it took
+// off.
+type airborne struct {
+	seq uint64
+	at  time.Time
 }
 
 // flight is one delivery of a key that awaits its receipt apart from the
@@ -46,14 +53,12 @@ type flights struct {
 // reserves it; once the step is done and the key released, the worker
 // that ran the step hands the job over (fly) and applies the receipt.
 type flight struct {
-	k          *keyState
-	taken      bool // the step took the job off the key: fly hands it over
-	t          tried
-	scheduled  time.Time
-	started    time.Time
-	activation uint64
-	tookOff    time.Time // when takeOff counted it in the air
-	err        error
+	k         *keyState
+	taken     bool // the step took the job off the key: fly hands it over
+	t         tried
+	scheduled time.Time
+	started   time.Time
+	err       error
 }
 
 // average adds a receipt that came took after its delivery started to
@@ -142,9 +147,8 @@ func (d *Drainer) takeOff(k *keyState, f *flight, i int, now time.Time) {
 	} else {
 		k.earn(d.pace.Retry)
 	}
-	f.t, f.taken, f.activation, f.tookOff = *t, true, d.activation, now
-	k.drop(i)
-	k.flight.starts = append(k.flight.starts, now)
+	f.t, f.taken = *t, true
+	k.flight.air = append(k.flight.air, airborne{seq: k.drop(i), at: now})
 	d.inflight++ // until the flight ends: Drain waits for its receipt
 }
 
@@ -200,9 +204,10 @@ func (d *Drainer) fly(ctx context.Context, f *flight) {
 	defer d.mu.Unlock()
 	now := d.clock.Now()
 	d.dropStart(k, f)
+	// Back to the key even when it stopped delivering meanwhile: it knows
+	// the job only so (a later activation reads it again, as the key's
+	// other jobs, from where the key holds it).
 	switch {
-	case f.activation != d.activation || !d.active:
-		k.unread(f.t.msg.Seq) // the key forgot its jobs meanwhile: read it again
 	case k.busy:
 		k.flight.back = append(k.flight.back, f.t) // taken back when its step ends
 	default:
@@ -223,8 +228,8 @@ func (d *Drainer) fly(ctx context.Context, f *flight) {
 
 // dropStart forgets f among k's flights in the air.
 func (d *Drainer) dropStart(k *keyState, f *flight) {
-	if i := slices.Index(k.flight.starts, f.tookOff); i >= 0 {
-		k.flight.starts = slices.Delete(k.flight.starts, i, i+1)
+	if i := slices.IndexFunc(k.flight.air, func(a airborne) bool { return a.seq == f.t.msg.Seq }); i >= 0 {
+		k.flight.air = slices.Delete(k.flight.air, i, i+1)
 	}
 }
 
@@ -279,11 +284,11 @@ func (d *Drainer) totalInterval() time.Duration {
 // have landed, the oldest first, each after the average receipt latency.
 // d.mu must be held.
 func (d *Drainer) freeAt(k *keyState, now time.Time) time.Time {
-	over := len(k.flight.starts) - d.pace.Concurrency.perKey()
+	over := len(k.flight.air) - d.pace.Concurrency.perKey()
 	if over < 0 || !d.pace.Concurrency.flies() {
 		return now
 	}
-	return maxTime(k.flight.starts[over].Add(k.flight.latency), now)
+	return maxTime(k.flight.air[over].at.Add(k.flight.latency), now)
 }
 
 // takeBackAll takes back the failed jobs of k whose flights ended while a
@@ -303,10 +308,15 @@ func (d *Drainer) takeBackAll(k *keyState, now time.Time) {
 // delivered or dead-lettered, and a job not attempted goes first at the
 // key's next slot; the fresh head goes back to be read again. When the
 // head is a failed job already, t waits aside as a retry (a key keeps
-// there at most its concurrency more than maxAside).
+// there at most its concurrency more than maxAside). When the key holds
+// an older job not yet attempted (it read its jobs again on an activation
+// while t was in flight), t is read again too, in its order, as a job
+// the activation forgot.
 func (k *keyState) takeBack(t tried, retry Retry, now time.Time) {
 	fresh := !t.retrying && t.deadReason == ""
 	switch {
+	case k.unreadBefore(t.msg.Seq):
+		k.unread(t.msg.Seq)
 	case !fresh && retry.stepsAside() && !t.paused && len(k.aside) < maxAside:
 		k.setAside(append(k.aside, t))
 	case k.head.msg == nil || k.fresh():
@@ -322,6 +332,16 @@ func (k *keyState) takeBack(t tried, retry Retry, now time.Time) {
 	}
 }
 
+// unreadBefore reports whether the key holds a job older than seq that it
+// has not attempted yet: its fresh head, or one to read.
+func (k *keyState) unreadBefore(seq uint64) bool {
+	if k.fresh() && k.head.msg.Seq < seq {
+		return true
+	}
+	i, _ := slices.BinarySearch(k.seqs, k.from) // those below from are done with
+	return i < len(k.seqs) && k.seqs[i] < seq
+}
+
 // unread makes the job at seq, off the key, one to read again: back in
 // seqs, in order, with the reads starting at it.
 func (k *keyState) unread(seq uint64) {
@@ -329,9 +349,6 @@ func (k *keyState) unread(seq uint64) {
 		k.seqs = slices.Insert(k.seqs, i, seq)
 	}
 	k.from = min(k.from, seq)
-	if k.head.msg == nil {
-		k.fetch, k.fetchAt = true, time.Time{}
-	}
 }
 
 // share returns the concurrency of one of n partitions of a policy: an
@@ -356,4 +373,16 @@ func (d *Drainer) unblock(now time.Time) {
 			d.place(k, now)
 		}
 	}
+}
+
+// holds appends to seqs the sequences of the key's jobs in flights (in
+// the air, or back and not yet taken back), which a seek must skip.
+func (f *flights) holds(seqs []uint64) []uint64 {
+	for _, a := range f.air {
+		seqs = append(seqs, a.seq)
+	}
+	for _, t := range f.back {
+		seqs = append(seqs, t.msg.Seq)
+	}
+	return seqs
 }

@@ -12,12 +12,14 @@ import (
 )
 
 // Randomized schedules on the virtual clock: random limits, receipt
-// latencies, failures and budgets; whatever they are, a key never has
+// latencies, failures and budgets, and for odd seeds live changes of the
+// limits and a pause of the drain; whatever they are, a key never has
 // more than Key deliveries awaiting receipt nor the Drainer more than
-// Total, a key's first attempts start in order and within its outflow,
-// every job is delivered once, and every slot is freed in the end.
+// Total (without live changes), a key's first attempts start in order
+// and within its outflow, every job is delivered once, and every slot is
+// freed in the end.
 func TestConcurrencyRandomSchedules(t *testing.T) {
-	for seed := range uint64(40) {
+	for seed := range uint64(200) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			noDeadlock(t, func() {
 				synctest.Test(t, func(t *testing.T) { randomSchedule(t, seed) })
@@ -64,7 +66,7 @@ func randomSchedule(t *testing.T, seed uint64) {
 		key, id := d.Msg.Key, d.Msg.ID
 		open[key]++
 		openAll++
-		if open[key] > c.Key || c.Total > 0 && openAll > c.Total {
+		if seed%2 == 0 && (open[key] > c.Key || c.Total > 0 && openAll > c.Total) { // the limits of the start: no live changes
 			breaches = append(breaches, fmt.Sprintf("%s started with %d of its key and %d in all awaiting receipt", id, open[key], openAll))
 		}
 		if !tried[id] {
@@ -89,6 +91,24 @@ func randomSchedule(t *testing.T, seed uint64) {
 		r.admit(fmt.Sprint("k", k), perKey)
 	}
 	r.d.Start(t.Context())
+	if seed%2 == 1 {
+		// Live changes meanwhile: the limits, and a pause of the drain.
+		live := pace
+		changes := []func(){
+			func() { live.Concurrency = drain.Concurrency{Key: 1 + rng.IntN(4)}; r.d.SetPace(live) },
+			func() { live.Concurrency.Total = live.Concurrency.Key + rng.IntN(3); r.d.SetPace(live) },
+			func() {
+				r.d.SetActive(false)
+				elapse(time.Duration(rng.IntN(300)) * time.Millisecond)
+				r.d.SetActive(true)
+			},
+		}
+		for range 3 {
+			elapse(time.Duration(rng.IntN(500)) * time.Millisecond)
+			changes[rng.IntN(len(changes))]()
+		}
+		what += " with live changes"
+	}
 	r.sink.wait(t, keys*perKey, 10*time.Minute)
 	checkSettled(t, r)
 

@@ -120,7 +120,10 @@
 // be read again: no fresh job of the key starts until the failed one is
 // delivered or dead-lettered, but those in flight already go on, so
 // strict order cannot hold with Key above 1. A job not handed over (past
-// the lease's bound) goes back likewise, without an attempt. The step
+// the lease's bound) goes back likewise, without an attempt. A job that
+// comes back to a key holding an older job not yet attempted (the key
+// read its jobs again on an activation while the job was in flight) is
+// read again in its order, as the activation's other jobs are. The step
 // frees the slots of the key's delivered jobs before each hand-over, so
 // at most Key delivered jobs of a key are stored at any moment: a crash
 // delivers at most Key jobs of a key again. Drain, Release and Stats

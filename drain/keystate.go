@@ -212,7 +212,7 @@ func (k *keyState) lost() bool {
 
 // known counts the jobs of the key the drainer knows where to find.
 func (k *keyState) known() int64 {
-	n := len(k.pend) + len(k.aside) + len(k.seqs) + len(k.flight.starts) + len(k.flight.back)
+	n := len(k.pend) + len(k.aside) + len(k.seqs) + len(k.flight.air) + len(k.flight.back)
 	if k.head.msg != nil {
 		n++
 	}

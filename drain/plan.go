@@ -73,7 +73,7 @@ func (d *Drainer) tally(k *keyState) {
 // not delivered (a delivered job keeps its slot for a while). A job being
 // delivered now still counts: see delivering.
 func (k *keyState) waiting() int64 {
-	return max(k.depth-int64(len(k.pend))-int64(len(k.flight.starts)), 0)
+	return max(k.depth-int64(len(k.pend))-int64(len(k.flight.air)), 0)
 }
 
 // delivering reports whether a step is handing one of the key's jobs to

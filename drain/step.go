@@ -200,6 +200,7 @@ func (d *Drainer) planRead(k *keyState, s *step) {
 		for i := range k.aside {
 			s.exact = append(s.exact, k.aside[i].msg.Seq)
 		}
+		s.exact = k.flight.holds(s.exact)
 	} else {
 		s.exact = k.readPlan(s.exact, s.from)
 	}
