@@ -153,83 +153,74 @@ func (d *Drainer) takeOff(k *keyState, f *flight, i int, now time.Time) {
 }
 
 // fly hands f's job over, on the worker that ran the step which took it,
-// and applies its receipt: a delivered job keeps its queue slot as one
-// delivered by a step does; a failed one is reported, then goes back to
-// its key (takeBack), and only then does the flight stop counting toward
-// the key's limit, so that no fresh job of the key overtakes it there.
+// reports the outcome, and lands the flight.
 func (d *Drainer) fly(ctx context.Context, f *flight) {
-	k := f.k
 	f.started = d.clock.Now()
 	fenced := d.fenced(f.started)
 	if !fenced {
-		delivery := Delivery{Policy: d.policy, Token: k.token, Msg: f.t.msg}
+		delivery := Delivery{Policy: d.policy, Token: f.k.token, Msg: f.t.msg}
 		f.err = d.sink.Deliver(ctx, &delivery)
 	}
-	var failure *Event
+	m := f.t.msg
 	switch {
 	case fenced:
-		// Not handed over: the job goes back, no attempt made.
+		// Not handed over (past the lease's bound): no attempt made.
 	case f.err == nil:
 		d.delivered.Add(1)
 		if d.cfg.OnDeliver != nil {
-			m := f.t.msg
 			d.cfg.OnDeliver(Event{Key: m.Key, ID: m.ID, Attempt: m.Attempt, Enqueued: m.EnqueuedAt,
 				Scheduled: f.scheduled, Started: f.started, Attempted: true})
 		}
-		d.mu.Lock()
-		now := d.clock.Now()
-		d.dropStart(k, f)
-		k.pend = append(k.pend, f.t.msg.Seq)
-		k.pendingAt = maxTime(k.pendingAt, f.started.Add(d.hold))
-		d.tally(k)
-		d.landed(k, f.started, now)
-		if !k.busy {
-			d.place(k, now) // to free the job's slot at pendingAt
-		}
-		d.endInflight()
-		d.mu.Unlock()
-		d.wakeScheduler()
-		return
 	default:
 		d.mu.Lock()
-		s := step{k: k, err: f.err, started: f.started, scheduled: f.scheduled}
-		d.failed(k, &f.t, &s, d.clock.Now())
-		failure = s.failure
+		s := step{k: f.k, err: f.err, started: f.started, scheduled: f.scheduled}
+		d.failed(f.k, &f.t, &s, d.clock.Now())
 		d.mu.Unlock()
 		if d.cfg.OnDeliver != nil {
-			d.cfg.OnDeliver(*failure) // before the job can be tried again
+			d.cfg.OnDeliver(*s.failure) // before the job can be tried again
 		}
 	}
+	d.land(f, fenced)
+}
+
+// land applies the receipt of f (fenced: it was not handed over): a
+// delivered job keeps its queue slot as one delivered by a step does; any
+// other goes back to its key (takeBack), its failure reported already.
+// Only then does the flight stop counting toward the key's limit, so that
+// no fresh job of the key overtakes a failed one there.
+func (d *Drainer) land(f *flight, fenced bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.clock.Now()
-	d.dropStart(k, f)
-	// Back to the key even when it stopped delivering meanwhile: it knows
-	// the job only so (a later activation reads it again, as the key's
-	// other jobs, from where the key holds it).
+	now, k, started := d.clock.Now(), f.k, f.started
+	k.flight.leave(f.t.msg.Seq)
 	switch {
+	case f.err == nil && !fenced:
+		k.pend = append(k.pend, f.t.msg.Seq)
+		k.pendingAt = maxTime(k.pendingAt, started.Add(d.hold))
 	case k.busy:
 		k.flight.back = append(k.flight.back, f.t) // taken back when its step ends
 	default:
+		// Also when the Drainer stopped delivering meanwhile: the key
+		// knows the job only so (an activation reads it again, as the
+		// key's other jobs, from where the key holds it).
 		k.takeBack(f.t, d.pace.Retry, now)
 	}
-	d.tally(k)
-	started := f.started
 	if fenced {
 		started = time.Time{}
 	}
+	d.tally(k)
 	d.landed(k, started, now)
 	if !k.busy {
-		d.place(k, now)
+		d.place(k, now) // at its next event: a slot to free, a job back
 	}
 	d.endInflight()
 	d.wakeScheduler()
 }
 
-// dropStart forgets f among k's flights in the air.
-func (d *Drainer) dropStart(k *keyState, f *flight) {
-	if i := slices.IndexFunc(k.flight.air, func(a airborne) bool { return a.seq == f.t.msg.Seq }); i >= 0 {
-		k.flight.air = slices.Delete(k.flight.air, i, i+1)
+// leave forgets the flight of the job at seq among those in the air.
+func (f *flights) leave(seq uint64) {
+	if i := slices.IndexFunc(f.air, func(a airborne) bool { return a.seq == seq }); i >= 0 {
+		f.air = slices.Delete(f.air, i, i+1)
 	}
 }
 
