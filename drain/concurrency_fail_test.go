@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/shaper-dev/shaper/drain"
-	"github.com/shaper-dev/shaper/queue"
 )
 
 // With Key 2 and no retry budget, a failed job goes back to the head of
@@ -181,17 +180,8 @@ func TestConcurrencyStartInCountsReceipts(t *testing.T) {
 			l := newFlightLog(r, latency)
 			r.admit("k", 60)
 			r.d.Start(t.Context())
-			elapse(2*time.Second + 50*time.Millisecond)
-			token, err := queue.EncodeKey("k")
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Now()
 			const n = 20
-			eta := r.d.StartIn(token, n, now)
-			started := len(l.of("k"))
-			r.sink.wait(t, 60, time.Minute)
-			actual := l.of("k")[started+n-1].at.Sub(now)
+			eta, actual := startInAndStart(t, r, l, "k", n, 60)
 			t.Logf("StartIn(%d) = %v; the job started after %v", n, eta, actual)
 			want := time.Duration(n) * time.Second / 4
 			if diff := (eta - actual).Abs(); diff > actual/10 {
