@@ -29,7 +29,8 @@
 // A step frees the slots of jobs delivered before, delivers one job of the
 // key (only once those slots are free: a job is never handed over while the
 // key's previous delivered one is still stored) or dead-letters one, and
-// reads the key's next job. Because
+// reads the key's next job; with Pace.Concurrency.Key above 1 the delivery
+// leaves the step (see Concurrency). Because
 // the head is read ahead, a delivery starts at its slot without waiting on
 // the queue. The head is read by the exact sequence Watch reported for the
 // key (one index lookup), never by searching the key's subject, which would
@@ -96,7 +97,65 @@
 // of the queue size, and a burst against a draining key finds exactly that
 // many places. A crash in that window delivers the job again (at least
 // once): at most that one job per key, since the next is handed over only
-// after its slot is freed.
+// after its slot is freed (with Concurrency.Key above 1, at most Key jobs).
+//
+// # Concurrency
+//
+// Pace.Concurrency bounds the deliveries awaiting their receipt (the
+// sink's Deliver returning) at once. The zero value is the step model
+// above: a key's step delivers and waits for the receipt, and a key is
+// never in two steps at once, so a key has at most one delivery awaiting
+// its receipt (Key 1); over the keys, Config.Workers (DefaultWorkers)
+// bounds the steps in flight, so the deliveries too. Total, when set,
+// bounds the deliveries awaiting their receipt over all keys of the
+// Drainer as well: a key whose attempt falls due while the Drainer is at
+// Total is parked, and the parked keys try again, in the order they fell
+// due, at the next receipt. A Group gives each partition ⌈Total/n⌉, at
+// least 1.
+//
+// With Key above 1 a key's delivery leaves its step: the step that
+// attempts a job frees the slots of the key's delivered jobs, reads the
+// key's next head and takes the job off the key into a flight, counting
+// the attempt on the key's slot grid, its retry budget and the total cap
+// as a delivery in a step does; once the key is released, the worker
+// that ran the step hands the job over and waits for its receipt, while
+// the key's next steps go on. The receipt is an event of the key: a
+// delivered job keeps its queue slot as a job delivered in a step does;
+// a failed one is reported (OnDeliver), then goes back to the key. The
+// key may start another delivery while fewer than Key await their
+// receipt; at its limit it waits for a receipt, not for a slot, and its
+// job starts when one comes, its slots staying on its grid: the per-key
+// bound of ⌈T/Interval⌉+1 starts in any window T holds. Jobs of a key
+// start in order, each in its own slot; they may be answered in any
+// order. A failed job goes back with a retry budget aside, as a failed
+// head steps aside; without one to the head, the fresh head going back to
+// be read again: no fresh job of the key starts until the failed one is
+// delivered or dead-lettered, but those in flight already go on, so
+// strict order cannot hold with Key above 1. A job not handed over (past
+// the lease's bound) goes back likewise, without an attempt. A job that
+// comes back to a key holding an older job not yet attempted (the key
+// read its jobs again on an activation while the job was in flight) is
+// read again in its order, as the activation's other jobs are. The step
+// frees the slots of the key's delivered jobs before each hand-over, so
+// at most Key delivered jobs of a key are stored at any moment: a crash
+// delivers at most Key jobs of a key again. Drain, Release and Stats
+// count flights in flight like steps. Driven (Advance), the worker is the
+// caller: a flight is handed over and its receipt applied before Advance
+// goes on, so a replay delivers as with Key 1.
+//
+// Deliveries whose receipts come slower than the key's slots make the
+// key's real rate Key per receipt time, below its outflow. The schedule
+// counts it: each key keeps an average of its receipt latency
+// (measured from the sink's call to its return, whatever its Key), and
+// its attempts are spaced by the larger of its
+// interval and that latency over Key; with Key deliveries awaiting
+// receipt, the first starts when the oldest is expected back. StartIn
+// and RoomIn then say 4/s for a key at 10/s with Key 2 and 500 ms
+// receipts. Likewise the Drainer's average receipt latency over Total
+// spaces the attempts of all keys, as the total cap's interval does when
+// it is longer (Pace.Total): keys take turns in the rounds the schedule
+// counts. That the Drainer is at Total now is not counted: a key's first
+// attempt may come up to one receipt later than said.
 //
 // # Failures
 //
@@ -158,7 +217,11 @@
 // that runs the step, without the Drainer's lock held. Per key they run one
 // at a time and in order: a job's failure is reported before its next
 // attempt, its dead letter or the key's next delivery can be, since the key
-// stays busy until its events are reported. From inside, a callback may call
+// stays busy until its events are reported. With Concurrency.Key above 1,
+// Sink.Deliver and the events of a key's flights run concurrently, up to
+// Key at once: a job's failure is still reported before the job's next
+// attempt or dead letter, but the key's other deliveries do not wait for
+// it. From inside, a callback may call
 // Key, Stats, Active, SetActive and SetPace, and admit jobs to the queue
 // (MemQueue.Admit or *queue.Queue.Admit). It must not call Drain or Stop,
 // which wait for the steps in flight, its own included, nor Advance.

@@ -23,7 +23,8 @@ const (
 // Config holds a Drainer's optional settings. The zero value means the
 // documented defaults.
 type Config struct {
-	// Workers bounds the steps (deliveries, reads, removals) in flight at
+	// Workers bounds the steps (deliveries, reads, removals) and the
+	// deliveries awaiting their receipt (Pace.Concurrency) in flight at
 	// once for the policy, when started. Default DefaultWorkers.
 	Workers int
 	// MaxSlotHold bounds how long a delivered job keeps its queue slot.
@@ -104,7 +105,8 @@ type Event struct {
 // scheduler goroutine and a bounded pool of workers however many keys are
 // active, and one watch of the queue to learn which keys have work; driven
 // (Advance), it runs the same steps on the caller's goroutine. Jobs of a key
-// are delivered one at a time, in order — except, with a retry budget
+// are delivered one at a time (up to Pace.Concurrency.Key at once: they
+// start in order), in order — except, with a retry budget
 // (Retry.Budget), that a failed job may be retried after later jobs; a job
 // is removed from the queue only after the sink accepted it.
 //
@@ -132,6 +134,9 @@ type Drainer struct {
 	draining               bool
 	active                 bool
 	inflight               int
+	flying                 int           // deliveries awaiting their receipt (concurrency.go)
+	latency                time.Duration // average receipt latency over the keys (concurrency.go)
+	parked                 []*keyState   // keys whose due attempt waits for room under Concurrency.Total
 	queued                 int64
 	counts                 keyCounts     // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
 	seen                   uint64        // the highest sequence the watch reported
@@ -229,6 +234,9 @@ func (d *Drainer) SetPace(p Pace) {
 	d.setPace(p)
 	if p.Interval != old.Interval || p.Total != old.Total || p.Adapt != old.Adapt {
 		d.replan(d.clock.Now())
+	}
+	if p.Concurrency != old.Concurrency {
+		d.unblock(d.clock.Now())
 	}
 	d.mu.Unlock()
 	d.wakeScheduler()

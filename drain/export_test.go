@@ -43,3 +43,10 @@ func (d *Drainer) Recount(n int) (keys, aside int, deepest []int64, err error) {
 // ResyncNow reads a passive Drainer's depths from the queue, as a started
 // one does every resyncPeriod.
 func (d *Drainer) ResyncNow(ctx context.Context) { d.resync(ctx) }
+
+// Pace returns the pace the Drainer runs at.
+func (d *Drainer) Pace() Pace {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pace
+}

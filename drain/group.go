@@ -23,7 +23,10 @@ const MaxPartitions = 256
 // at Total × n (its interval), so that the partitions together never
 // exceed the cap, and a partition's schedule, its answers included, needs
 // nothing of the others. The price is that a partition with few keys
-// waiting leaves its share unused; see docs/scaling.md.
+// waiting leaves its share unused; see docs/scaling.md. So is a bound on
+// the deliveries awaiting their receipt (Concurrency.Total): each
+// partition takes ⌈Total/n⌉ of them, at least one, so that together they
+// may exceed Total by less than n.
 //
 // With one partition a Group is its Drainer, on the queue as it is. With
 // more, the partitions share one watch of the queue (each is told of its
@@ -71,8 +74,10 @@ func NewGroup(q Queue, n int, sink Sink, pace Pace, cfg Config) *Group {
 }
 
 // share returns the pace of one of n partitions: the total cap's
-// interval n times as long, and with an adaptive total (AdaptPolicy) its
-// floor an n-th: each partition adapts its share on its own.
+// interval n times as long, with an adaptive total (AdaptPolicy) its
+// floor an n-th, each partition adapting its share on its own, and an n-th
+// of the deliveries the policy may have awaiting their receipt (rounded up,
+// at least one).
 func share(p Pace, n int) Pace {
 	if p.Total > 0 {
 		p.Total *= time.Duration(n)
@@ -80,6 +85,7 @@ func share(p Pace, n int) Pace {
 	if p.Adapt.Scope == AdaptPolicy {
 		p.Adapt.Floor /= float64(n)
 	}
+	p.Concurrency = p.Concurrency.share(n)
 	return p
 }
 

@@ -59,6 +59,8 @@ type keyState struct {
 	up, down *keyState // the keys before and after it at its level of the keys by depth (counts.go)
 
 	step step // the key's step, reused: a key is in one step at a time
+
+	flight flights // deliveries awaiting their receipt (concurrency.go)
 }
 
 func newKeyState(token, name string) *keyState {
@@ -210,7 +212,7 @@ func (k *keyState) lost() bool {
 
 // known counts the jobs of the key the drainer knows where to find.
 func (k *keyState) known() int64 {
-	n := len(k.pend) + len(k.aside) + len(k.seqs)
+	n := len(k.pend) + len(k.aside) + len(k.seqs) + len(k.flight.air) + len(k.flight.back)
 	if k.head.msg != nil {
 		n++
 	}
@@ -268,7 +270,7 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 			at, ok = t, true
 		}
 	}
-	if t, has := k.attemptAt(); has {
+	if t, has := k.attemptAt(); has && !k.flight.blocked {
 		consider(t)
 	}
 	if t, has := k.deadAt(); has {

@@ -24,6 +24,9 @@ type Pace struct {
 	// ceiling, and paces at a rate adapted to what deliveries tell (see
 	// adaptive.go and package adapt). The zero Adapt is off.
 	Adapt Adapt
+	// Concurrency bounds the deliveries awaiting their receipt at once,
+	// per key and over the keys. The zero value: one per key at a time.
+	Concurrency Concurrency
 }
 
 // Retry bounds how often and how long a failed delivery is retried. The

@@ -72,7 +72,9 @@ func (d *Drainer) tally(k *keyState) {
 // waiting is how many of the key's jobs wait for an attempt: stored, and
 // not delivered (a delivered job keeps its slot for a while). A job being
 // delivered now still counts: see delivering.
-func (k *keyState) waiting() int64 { return max(k.depth-int64(len(k.pend)), 0) }
+func (k *keyState) waiting() int64 {
+	return max(k.depth-int64(len(k.pend))-int64(len(k.flight.air)), 0)
+}
 
 // delivering reports whether a step is handing one of the key's jobs to
 // the sink now: that job took its slot already, and waits for none.
@@ -128,7 +130,7 @@ func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
 	// to pause), or once the first retry is due (no room aside: then the
 	// head steps aside), in an attempt of its own.
 	rounds := d.roundsOf(k, now)
-	at := maxTime(k.next, now)
+	at := maxTime(k.next, d.freeAt(k, now))
 	var dues []time.Time // earliest first
 	for i := headJob; i < len(k.aside); i++ {
 		if t := k.job(i); t.waitsRetry() {
@@ -181,11 +183,11 @@ func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
 // gets then. d.mu must be held.
 func (d *Drainer) firstAttempt(k *keyState, now time.Time) time.Time {
 	at, ok := k.attemptAt()
-	at = maxTime(at, now)
+	at = maxTime(at, d.freeAt(k, now))
 	if !ok {
-		at = maxTime(k.next, now)
+		at = maxTime(k.next, d.freeAt(k, now))
 	}
-	if k.reserved || d.total() <= 0 {
+	if k.reserved || d.totalInterval() <= 0 {
 		return at
 	}
 	r := d.roundsOf(k, now)
@@ -232,7 +234,7 @@ const exactKeys = 4096
 
 // roundsOf returns the rounds of k. d.mu must be held.
 func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
-	r := rounds{interval: d.interval(k), total: d.total(), tally: &d.waiting, tallied: k.tallied}
+	r := rounds{interval: d.keyInterval(k), total: d.totalInterval(), tally: &d.waiting, tallied: k.tallied}
 	if r.total <= 0 || time.Duration(d.waiting.keys(1)+1)*r.total <= r.interval {
 		return r // the cap never binds the key: its interval spaces its attempts
 	}

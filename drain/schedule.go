@@ -171,7 +171,7 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 		if i == headJob {
 			s.read, s.from = true, t.msg.Seq+1
 		}
-	} else if i, scheduled, deferred, ok := k.choose(now, d.pace.Retry.Budget >= 1); ok {
+	} else if i, scheduled, deferred, ok := k.choose(now, d.pace.Retry.Budget >= 1); ok && !d.limited(k) {
 		if total := d.total(); total > 0 {
 			slot := scheduled // reserved under the cap already
 			if !k.reserved {
@@ -197,6 +197,10 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 		s.deliver, s.job, s.scheduled = t.msg, i, scheduled
 		if i == headJob {
 			s.read, s.from = true, t.msg.Seq+1
+		}
+		d.startFlying(k)
+		if d.pace.Concurrency.flies() {
+			s.flight = &flight{k: k, scheduled: scheduled}
 		}
 	}
 	if len(k.pend) > 0 && (s.deliver != nil || s.deadLetter != nil || !k.pendingAt.After(now)) {
@@ -224,12 +228,16 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 // and then it hands the key back to the scheduler (release). The key stays
 // busy until then, so its next step cannot report before this one.
 func (d *Drainer) runStep(ctx context.Context, s *step) {
+	f := s.flight // s is the key's again once it is released
 	d.run(ctx, s)
 	if d.complete(s) {
 		d.cfg.OnDeliver(*s.failure)
 		d.mu.Lock()
 		d.release(s.k, d.clock.Now())
 		d.mu.Unlock()
+	}
+	if f != nil && f.taken {
+		d.fly(ctx, f)
 	}
 }
 
@@ -266,6 +274,8 @@ func (d *Drainer) complete(s *step) (report bool) {
 		// Not an attempt: the job goes in the key's slot once the slots
 		// before it are freed.
 		k.next, k.retry = maxTime(k.next, retryAt), k.retry|retryHeld
+	case s.flight != nil:
+		d.takeOff(k, s.flight, s.job, now)
 	case s.deliver != nil:
 		t := k.job(s.job)
 		if Attempted(s.err) {
@@ -286,6 +296,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 			d.failed(k, t, s, now)
 		}
 	}
+	d.stepLanded(s, now)
 	if s.deadLetter != nil && !s.fenced {
 		if s.deadErr == nil {
 			if k.buried(s.job) {
@@ -322,6 +333,8 @@ func (d *Drainer) complete(s *step) (report bool) {
 func (d *Drainer) release(k *keyState, now time.Time) {
 	k.busy = false
 	k.step.letGo()
+	d.takeBackAll(k, now)
+	k.flight.blocked = false // looked at again: still at its limit, it waits again
 	if k.wake && k.head.msg == nil {
 		// A job was stored while the step ran, and the step did not read
 		// the head (it only freed slots, say): read it now, or the key would
@@ -331,11 +344,7 @@ func (d *Drainer) release(k *keyState, now time.Time) {
 			k.fetch, k.fetchAt = true, now
 		}
 	}
-	d.inflight--
-	if d.inflight == 0 && d.idle != nil {
-		close(d.idle) // waitIdle's waiters
-		d.idle = nil
-	}
+	d.endInflight()
 	d.place(k, now)
 	d.wakeScheduler()
 }

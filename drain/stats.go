@@ -12,7 +12,7 @@ type Stats struct {
 	Delivered uint64 `json:"delivered"` // deliveries accepted by the sink
 	Failed    uint64 `json:"failed"`    // delivery attempts that failed
 	Dead      uint64 `json:"dead"`      // jobs dead-lettered by this drainer since start
-	InFlight  int    `json:"in_flight"` // steps running now
+	InFlight  int    `json:"in_flight"` // steps running now, and deliveries awaiting their receipt apart from them
 	// Retries counts the attempts that retried a failed job, delivered or
 	// failed again (they count in Delivered or Failed too): the slots the
 	// retry budget gave. Retries/(Delivered+Failed) is the share of the

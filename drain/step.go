@@ -54,6 +54,7 @@ type step struct {
 	before    int      // failed attempts of the head before activation, by Resume
 
 	delivery Delivery // what the sink is handed
+	flight   *flight  // the job goes on a flight of its own once the step is done (Concurrency.Key above 1)
 }
 
 // reset empties s for a new step of k, keeping its slices' room.
@@ -97,6 +98,8 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 	switch {
 	case s.held():
 		s.read = s.read && s.job != headJob // the head stays
+	case s.flight != nil:
+		// Handed over by fly once the step is done and the key released.
 	case s.deliver != nil:
 		s.started = d.clock.Now()
 		if d.fenced(s.started) {
@@ -201,6 +204,7 @@ func (d *Drainer) planRead(k *keyState, s *step) {
 		for i := range k.aside {
 			s.exact = append(s.exact, k.aside[i].msg.Seq)
 		}
+		s.exact = k.flight.holds(s.exact)
 	} else {
 		s.exact = k.readPlan(s.exact, s.from)
 	}

@@ -49,6 +49,8 @@ func (w *walker) policy(item *yaml.Node, flow bool) {
 			out.Admit = w.admit(k, v, flow)
 		case "adapt":
 			out.Adapt = w.adapt(k, v, flow)
+		case "concurrency":
+			out.Concurrency = w.concurrency(k, v, flow)
 		}
 	})
 }
@@ -270,4 +272,15 @@ func (w *walker) admit(k, v *yaml.Node, flow bool) Field[AdmitPatch] {
 				a.Fail = field(w, key, k, v, flow, text[Fail](w))
 			}
 		})
+}
+
+func (w *walker) concurrency(k, v *yaml.Node, flow bool) Field[ConcurrencyPatch] {
+	return block(w, "concurrency", k, v, flow, concurrencyFields, nil, func(c *ConcurrencyPatch, key string, k, v *yaml.Node, flow bool) {
+		switch key {
+		case "concurrency.key":
+			c.Key = field(w, key, k, v, flow, w.integer)
+		case "concurrency.total":
+			c.Total = field(w, key, k, v, flow, w.integer)
+		}
+	})
 }

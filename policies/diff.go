@@ -55,6 +55,8 @@ func Diff(a, b Policy) []Change {
 	add("retry.max_backoff", dur(a.Retry.MaxBackoff), dur(b.Retry.MaxBackoff))
 	add("retry.deadline", dur(a.Retry.Deadline), dur(b.Retry.Deadline))
 	add("retry.budget", a.Retry.Budget.String(), b.Retry.Budget.String())
+	add("concurrency.key", strconv.Itoa(a.Concurrency.Key), strconv.Itoa(b.Concurrency.Key))
+	add("concurrency.total", concurrencyTotal(a.Concurrency.Total), concurrencyTotal(b.Concurrency.Total))
 	switch x, y := a.Admit, b.Admit; {
 	case x == nil && y == nil:
 	case x == nil || y == nil:
@@ -83,4 +85,12 @@ func admitText(a *Admit) string {
 		s += " shadow"
 	}
 	return s + " fail " + string(a.Fail)
+}
+
+// concurrencyTotal is Concurrency.Total as Diff shows it.
+func concurrencyTotal(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
 }

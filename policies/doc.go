@@ -28,6 +28,7 @@
 //	    adapt:              # optional; an adaptive outflow under outflow (or total)
 //	      per: key
 //	      floor: 2/s
+//	    concurrency: {key: 2, total: 50}   # optional; deliveries awaiting their receipt
 //
 // The fields of a policy:
 //
@@ -88,6 +89,15 @@
 //     (above 1, at most 10) times the lowest latency seen. adapt: on (or
 //     {}) is on with the defaults; adapt: off, or leaving it out, is the
 //     fixed outflow. See docs/adaptive.md.
+//   - concurrency: how many deliveries may await their receipt (a
+//     consumer's reply, a stream's or a webhook's acknowledgement) at once.
+//     key (1 to MaxConcurrency, default 1) bounds them per key: with 1 a
+//     key's next delivery starts only once the previous one was answered;
+//     with more, a key whose receipts come slower than its slots still
+//     reaches its outflow, never above it. total (1 to MaxConcurrency, at
+//     least key) bounds them over all keys of the policy, split in equal
+//     shares, rounded up, between its partitions; left out, only the
+//     shaper's workers per policy (--workers, 32) bound them.
 //
 // Any other field is an error. A field given as null (or with no value) is
 // treated as left out.
@@ -118,6 +128,7 @@
 //	adapt.floor        DefaultAdaptFloorShare (a tenth) of the ceiling
 //	adapt.latency      none: the learned baseline times tolerance
 //	adapt.tolerance    DefaultAdaptTolerance (1.5)
+//	concurrency.key    DefaultConcurrencyKey (1)
 //
 // A value given explicitly is never replaced: "attempts: 0" is an error, not
 // a request for the default. Patch.Resolve is the one place defaults are

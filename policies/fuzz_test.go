@@ -70,6 +70,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, retry: {budget: 12.5%}}, {name: b, outflow: 1/s, queue: 1, retry: {budget: off}}]"))
 	f.Add([]byte("policies: [{name: a, outflow: 50/s, queue: 1, adapt: {per: key, floor: 2/s, latency: 200ms, tolerance: 2}}, {name: b, outflow: 1/s, total: 9/s, queue: 1, adapt: {per: policy}}, {name: c, outflow: 1/s, queue: 1, adapt: {}}]"))
 	f.Add([]byte("a: &x [*x]\npolicies:\n  - *x\n"))
+	f.Add([]byte("policies: [{name: a, outflow: 1/s, queue: 1, concurrency: {key: 2, total: 4}}, {name: b, outflow: 1/s, queue: 1, concurrency: {key: 3}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := Parse("f.yaml", data)
 		if err != nil {

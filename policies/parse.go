@@ -72,11 +72,12 @@ func (p *parser) errorf(at pos, field, format string, args ...any) *Error {
 
 // Field names, in the order the documentation gives them.
 var (
-	fileFields    = []string{"policies"}
-	policyFields  = []string{"name", "outflow", "queue", "overflow", "total", "partitions", "deliver", "retry", "admit", "adapt"}
-	deliverFields = []string{"subject", "stream", "mode", "confirm", "webhook", "timeout"}
-	retryFields   = []string{"attempts", "backoff", "max_backoff", "deadline", "budget"}
-	admitFields   = []string{"algorithm", "limit", "burst", "shadow", "fail"}
+	fileFields        = []string{"policies"}
+	policyFields      = []string{"name", "outflow", "queue", "overflow", "total", "partitions", "deliver", "retry", "admit", "adapt", "concurrency"}
+	deliverFields     = []string{"subject", "stream", "mode", "confirm", "webhook", "timeout"}
+	retryFields       = []string{"attempts", "backoff", "max_backoff", "deadline", "budget"}
+	admitFields       = []string{"algorithm", "limit", "burst", "shadow", "fail"}
+	concurrencyFields = []string{"key", "total"}
 )
 
 // parseFile walks the root node of a policy file and returns its policies,

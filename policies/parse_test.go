@@ -26,7 +26,8 @@ func defaults(name string, outflow Rate, queue, line int) Policy {
 			Deadline:   DefaultRetryDeadline,
 			Budget:     DefaultRetryBudget,
 		},
-		Line: line,
+		Concurrency: Concurrency{Key: DefaultConcurrencyKey},
+		Line:        line,
 	}
 }
 

@@ -38,6 +38,8 @@ type Patch struct {
 	Admit   Field[AdmitPatch]   `json:"admit,omitzero"`
 	// Adapt changes the adapt block, field by field; "off" turns it off.
 	Adapt Field[AdaptPatch] `json:"adapt,omitzero"`
+	// Concurrency changes the concurrency block, field by field.
+	Concurrency Field[ConcurrencyPatch] `json:"concurrency,omitzero"`
 }
 
 // DeliverPatch is a change to a policy's Deliver block. The older
@@ -80,6 +82,19 @@ type AdmitPatch struct {
 	Fail      Field[Fail]   `json:"fail,omitzero"`
 }
 
+// ConcurrencyPatch is a change to a policy's Concurrency block.
+type ConcurrencyPatch struct {
+	// Key and Total are the fields of Concurrency of the same names.
+	Key   Field[int] `json:"key,omitzero"`
+	Total Field[int] `json:"total,omitzero"`
+}
+
+func (c ConcurrencyPatch) merge(q ConcurrencyPatch) ConcurrencyPatch {
+	return ConcurrencyPatch{Key: merge(c.Key, q.Key), Total: merge(c.Total, q.Total)}
+}
+
+func (c ConcurrencyPatch) empty() bool { return c == ConcurrencyPatch{} }
+
 // Merge returns p with q applied to it as a JSON merge patch (RFC 7396):
 // a field q leaves out keeps p's value, a field q sets to null is left out
 // (so that what lies below, the policy file or the default, applies), a
@@ -89,16 +104,17 @@ type AdmitPatch struct {
 // the Resolve of the file's Patch merged with the override.
 func (p Patch) Merge(q Patch) Patch {
 	return Patch{
-		Name:       merge(p.Name, q.Name),
-		Outflow:    merge(p.Outflow, q.Outflow),
-		Queue:      merge(p.Queue, q.Queue),
-		Overflow:   merge(p.Overflow, q.Overflow),
-		Total:      merge(p.Total, q.Total),
-		Partitions: merge(p.Partitions, q.Partitions),
-		Deliver:    mergeBlock(p.Deliver, q.Deliver),
-		Retry:      mergeBlock(p.Retry, q.Retry),
-		Admit:      mergeBlock(p.Admit, q.Admit),
-		Adapt:      mergeBlock(p.Adapt, q.Adapt),
+		Name:        merge(p.Name, q.Name),
+		Outflow:     merge(p.Outflow, q.Outflow),
+		Queue:       merge(p.Queue, q.Queue),
+		Overflow:    merge(p.Overflow, q.Overflow),
+		Total:       merge(p.Total, q.Total),
+		Partitions:  merge(p.Partitions, q.Partitions),
+		Deliver:     mergeBlock(p.Deliver, q.Deliver),
+		Retry:       mergeBlock(p.Retry, q.Retry),
+		Admit:       mergeBlock(p.Admit, q.Admit),
+		Adapt:       mergeBlock(p.Adapt, q.Adapt),
+		Concurrency: mergeBlock(p.Concurrency, q.Concurrency),
 	}
 }
 
@@ -184,7 +200,14 @@ func (p Patch) Paths() []string {
 	} else {
 		out = path(out, "admit", p.Admit)
 	}
-	return adaptPaths(out, p.Adapt)
+	out = adaptPaths(out, p.Adapt)
+	if c, ok := p.Concurrency.Get(); ok {
+		out = path(out, "concurrency.key", c.Key)
+		out = path(out, "concurrency.total", c.Total)
+	} else {
+		out = path(out, "concurrency", p.Concurrency)
+	}
+	return out
 }
 
 // IsEmpty reports whether p neither sets nor resets any field.

@@ -63,6 +63,12 @@ func (r *RetryPatch) UnmarshalJSON(b []byte) error {
 
 // UnmarshalJSON implements json.Unmarshaler: an admit block of a Patch, or
 // "off", read as ParsePatch reads it.
+// UnmarshalJSON implements json.Unmarshaler: a concurrency block of a
+// Patch, as ParsePatch reads it.
+func (c *ConcurrencyPatch) UnmarshalJSON(b []byte) error {
+	return parseBlock(b, "concurrency", c, (*walker).concurrency)
+}
+
 func (a *AdmitPatch) UnmarshalJSON(b []byte) error {
 	return parseBlock(b, "admit", a, (*walker).admit)
 }

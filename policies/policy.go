@@ -36,6 +36,7 @@ const (
 	DefaultRetryDeadline   = 24 * time.Hour   // Retry.Deadline
 	DefaultRetryBudget     = Budget(0.2)      // Retry.Budget: 20 %
 	DefaultAdmitFail       = FailOpen         // Admit.Fail
+	DefaultConcurrencyKey  = 1                // Concurrency.Key: one delivery of a key at a time
 	// MaxNameLen bounds a policy name, which becomes part of stream names and subjects.
 	MaxNameLen = 64
 )
@@ -69,6 +70,8 @@ type Policy struct {
 	Admit *Admit `json:"admit,omitempty"`
 	// Adapt is an optional adaptive outflow; nil means the fixed outflow.
 	Adapt *Adapt `json:"adapt,omitempty"`
+	// Concurrency bounds the deliveries awaiting their receipt at once.
+	Concurrency Concurrency `json:"concurrency"`
 	// Line is the line of the policy file on which this policy starts (0 when not from a file).
 	Line int `json:"-"`
 }
@@ -125,6 +128,21 @@ type Retry struct {
 	// deliveries may take while fresh jobs of the key wait (deferral is not
 	// concerned), or BudgetOff. Default DefaultRetryBudget.
 	Budget Budget `json:"budget"`
+}
+
+// Concurrency bounds the deliveries of a policy handed to the downstream
+// and awaiting their receipt (a consumer's reply, a stream's or a
+// webhook's acknowledgement) at once.
+type Concurrency struct {
+	// Key is how many deliveries of one key may await their receipt at
+	// once, from 1 to MaxConcurrency. Default DefaultConcurrencyKey: a
+	// key's next delivery starts once the previous one was answered.
+	Key int `json:"key"`
+	// Total is how many deliveries of the whole policy may await their
+	// receipt at once, from 1 to MaxConcurrency and at least Key; split in
+	// equal shares (rounded up) between the policy's partitions. 0, the
+	// default, means no bound but the shaper's workers per policy.
+	Total int `json:"total,omitzero"`
 }
 
 // Admit is an admission limit applied per key before a job reaches the queue.

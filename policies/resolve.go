@@ -96,6 +96,12 @@ func (p Patch) resolve() (Policy, []*Error) {
 	}
 
 	pol.Adapt = resolveAdapt(p.Adapt)
+	c, _ := p.Concurrency.Get()
+	pol.Concurrency = Concurrency{Key: c.Key.or(DefaultConcurrencyKey), Total: c.Total.or(0)}
+	if n, ok := c.Total.Get(); ok && n == 0 {
+		// Zero is no bound in a Policy, which leaving total out says.
+		errs = append(errs, &Error{Field: "concurrency.total", Msg: fmt.Sprintf("0: want a whole number from 1 to %d (leave it out for no bound)", MaxConcurrency)})
+	}
 
 	// The default subject of a policy without a usable name is no subject:
 	// the name's problem is the one to report.
@@ -133,6 +139,7 @@ func patchOf(p Policy) Patch {
 			Deadline:   nonZero(p.Retry.Deadline),
 			Budget:     nonZero(p.Retry.Budget),
 		}),
+		Concurrency: Value(ConcurrencyPatch{Key: nonZero(p.Concurrency.Key), Total: nonZero(p.Concurrency.Total)}),
 	}
 	if a := p.Admit; a != nil {
 		out.Admit = Value(AdmitPatch{
@@ -172,7 +179,8 @@ func whole(p Policy) Patch {
 			Deadline:   Value(p.Retry.Deadline),
 			Budget:     Value(p.Retry.Budget),
 		}),
-		Admit: Value(AdmitPatch{Off: true}),
+		Admit:       Value(AdmitPatch{Off: true}),
+		Concurrency: Value(ConcurrencyPatch{Key: Value(p.Concurrency.Key), Total: nonZero(p.Concurrency.Total)}),
 	}
 	if a := p.Admit; a != nil {
 		out.Admit = Value(AdmitPatch{

@@ -123,7 +123,7 @@ policies:
 	if err != nil {
 		t.Fatalf("ParseOverride(%s) = %v", old, err)
 	}
-	if got := strings.Join(over.Paths(), " "); got != "outflow queue overflow total retry.attempts retry.backoff retry.max_backoff retry.deadline retry.budget admit adapt" {
+	if got := strings.Join(over.Paths(), " "); got != "outflow queue overflow total retry.attempts retry.backoff retry.max_backoff retry.deadline retry.budget admit adapt concurrency.key" {
 		t.Errorf("ParseOverride(%s) sets %s, want every field but name and deliver", old, got)
 	}
 	live, err := file.Merge(over).Resolve()

@@ -21,6 +21,9 @@ const (
 // MaxPartitions bounds Policy.Partitions (the drain package's bound).
 const MaxPartitions = 256
 
+// MaxConcurrency bounds Concurrency.Key and Concurrency.Total.
+const MaxConcurrency = 10_000
+
 // maxStreamLen is the longest JetStream stream name the server accepts.
 const maxStreamLen = 255
 
@@ -81,6 +84,14 @@ func (p *Policy) validate() []*Error {
 		if err := p.Total.check(); err != nil {
 			add("total", "rate %s: %v", p.Total, err)
 		}
+	}
+	switch c := p.Concurrency; {
+	case c.Key < 1 || c.Key > MaxConcurrency:
+		add("concurrency.key", "%d: want a whole number from 1 to %d", c.Key, MaxConcurrency)
+	case c.Total < 0 || c.Total > MaxConcurrency:
+		add("concurrency.total", "%d: want a whole number from 1 to %d", c.Total, MaxConcurrency)
+	case c.Total > 0 && c.Key > c.Total:
+		add("concurrency.key", "%d: more than concurrency.total (%d): a key cannot have more deliveries awaiting receipt than the whole policy", c.Key, c.Total)
 	}
 
 	d := p.Deliver

@@ -30,6 +30,7 @@ policies:
     retry: {attempts: 5, backoff: 7s, max_backoff: 2m, deadline: 2h, budget: off}
     admit: {algorithm: token_bucket, limit: 600/m, burst: 10, shadow: true, fail: closed}
     adapt: {per: key, floor: 5/s, latency: 250ms, tolerance: 2}
+    concurrency: {key: 3, total: 30}
 `
 
 // fields returns the policy fields of a GET /v1/policies/{name} answer by
@@ -47,10 +48,11 @@ func fields(body map[string]any) map[string]string {
 		out[f] = text(body[f])
 	}
 	for block, names := range map[string][]string{
-		"deliver": {"subject", "stream", "mode", "webhook", "timeout"},
-		"retry":   {"attempts", "backoff", "max_backoff", "deadline", "budget"},
-		"admit":   {"algorithm", "limit", "burst", "shadow", "fail"},
-		"adapt":   {"per", "floor", "latency", "tolerance"},
+		"deliver":     {"subject", "stream", "mode", "webhook", "timeout"},
+		"retry":       {"attempts", "backoff", "max_backoff", "deadline", "budget"},
+		"admit":       {"algorithm", "limit", "burst", "shadow", "fail"},
+		"adapt":       {"per", "floor", "latency", "tolerance"},
+		"concurrency": {"key", "total"},
 	} {
 		m, _ := body[block].(map[string]any)
 		for _, f := range names {
@@ -124,6 +126,8 @@ func TestLiveChangeEveryField(t *testing.T) {
 		{"adapt.floor", `"3/s"`, "3/s"},
 		{"adapt.latency", `"400ms"`, "400ms"},
 		{"adapt.tolerance", `3`, "3"},
+		{"concurrency.key", `2`, "2"},
+		{"concurrency.total", `10`, "10"},
 	} {
 		code, body := r.put(t, path, set(c.field, c.value))
 		if code != http.StatusOK {

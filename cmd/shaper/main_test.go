@@ -44,10 +44,11 @@ func exitCode(err error) int { return cmdline.ExitCode(err) }
 func TestPoliciesCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
-	os.WriteFile(good, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n"), 0o644)
+	os.WriteFile(good, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n  - {name: b, outflow: 5/s, queue: 10, concurrency: {key: 2, total: 6}}\n"), 0o644)
 	out, _, err := runCLI(t, "policies", "check", good)
-	if err != nil || !strings.Contains(out, "1 policies OK") {
-		t.Errorf("check good file = %q, %v", out, err)
+	if err != nil || !strings.Contains(out, "2 policies OK") || !strings.Contains(out, "b: outflow 5/s per key, queue 10, overflow reject, 2 awaiting receipt per key (6 in all), deliver") ||
+		strings.Contains(out, "a: outflow 5/s per key, queue 10, overflow reject, 1 awaiting") {
+		t.Errorf("check good file = %q, %v; want b's concurrency shown, a's default left out", out, err)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("policies:\n  - name: a\n    outflow: fast\n    queue: 10\n"), 0o644)

@@ -29,11 +29,12 @@ func showPolicy(c *cli.Context, p client.Policy) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
-	var retry, admit, adapt bool
+	var retry, admit, adapt, concurrency bool
 	for _, f := range p.Overridden {
 		retry = retry || strings.HasPrefix(f, "retry")
 		admit = admit || strings.HasPrefix(f, "admit")
 		adapt = adapt || strings.HasPrefix(f, "adapt")
+		concurrency = concurrency || strings.HasPrefix(f, "concurrency")
 	}
 	if r := p.Retry; retry {
 		fmt.Fprintf(w, "  retry: attempts %d, backoff %v, max_backoff %v, deadline %v, budget %s\n", r.Attempts, r.Backoff, r.MaxBackoff, r.Deadline, r.Budget)
@@ -47,6 +48,13 @@ func showPolicy(c *cli.Context, p client.Policy) {
 		fmt.Fprintln(w, "  adapt: off")
 	} else if adapt {
 		fmt.Fprintf(w, "  adapt: per %s, floor %s, latency %s, tolerance %g\n", a.Per, policies.FloorText(a.Floor), policies.LatencyText(a.Latency), a.Tolerance)
+	}
+	if c := p.Concurrency; concurrency {
+		total := "none"
+		if c.Total > 0 {
+			total = fmt.Sprint(c.Total)
+		}
+		fmt.Fprintf(w, "  concurrency: key %d, total %s\n", c.Key, total)
 	}
 }
 
@@ -77,6 +85,8 @@ var fieldFlags = []fieldFlag{
 	{"adapt-floor", "adapt.floor", "text", "lowest rate the outflow adapts down to, e.g. 2/s"},
 	{"adapt-latency", "adapt.latency", "text", "target delivery latency, e.g. 200ms (none: the learned baseline × tolerance)"},
 	{"adapt-tolerance", "adapt.tolerance", "float", "times the learned baseline latency may reach, e.g. 1.5"},
+	{"concurrency-key", "concurrency.key", "int", "deliveries of one key awaiting their receipt at once"},
+	{"concurrency-total", "concurrency.total", "int", "deliveries of the whole policy awaiting their receipt at once"},
 }
 
 // policyChange is the change the flags of policies set ask for, and
@@ -236,6 +246,12 @@ func policiesCommand() *cli.Command {
 					}
 					if n := p.Parts(); n > 1 {
 						line += fmt.Sprintf(", %d partitions", n)
+					}
+					if c := p.Concurrency; c.Key > policies.DefaultConcurrencyKey || c.Total > 0 {
+						line += fmt.Sprintf(", %d awaiting receipt per key", c.Key)
+						if c.Total > 0 {
+							line += fmt.Sprintf(" (%d in all)", c.Total)
+						}
 					}
 					if p.Deliver.Webhook != "" {
 						line += ", webhook " + p.Deliver.Webhook

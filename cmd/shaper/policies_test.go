@@ -76,11 +76,24 @@ policies:
 	if _, _, err = runCLI(t, "policies", "set", "p", "--reset", "adapt", "--http", addr); err != nil || policy().Override {
 		t.Errorf("policies set --reset adapt = %v, override %v; want the file's policy", err, policy().Override)
 	}
+	out, _, err = runCLI(t, "policies", "set", "p", "--concurrency-key", "2", "--concurrency-total", "4", "--http", addr)
+	if err != nil || !strings.Contains(out, "concurrency: key 2, total 4") {
+		t.Errorf("policies set --concurrency-key 2 --concurrency-total 4 = %q, %v", out, err)
+	}
+	if got := policy(); got.Concurrency != (policies.Concurrency{Key: 2, Total: 4}) {
+		t.Errorf("after set: concurrency %+v, want key 2, total 4", got.Concurrency)
+	}
+	out, _, err = runCLI(t, "policies", "set", "p", "--reset", "concurrency", "--http", addr)
+	if got := policy(); err != nil || policies.Diff(file.Policy, got.Policy) != nil || got.Override {
+		t.Errorf("policies set --reset concurrency = %q, %v: %v from the file", out, err, policies.Diff(file.Policy, got.Policy))
+	}
 
 	for _, bad := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"--concurrency-key", "0"}, "concurrency.key: 0: want a whole number from 1 to 10000"},
+		{[]string{"--concurrency-key", "3", "--concurrency-total", "2"}, "concurrency.key: 3: more than concurrency.total (2)"},
 		{[]string{"--reset", "retry.bakoff"}, `retry: unknown field "bakoff" (did you mean "backoff"?)`},
 		{[]string{"--retry-backoff", "7x"}, `retry.backoff: "7x": want a duration`},
 		{[]string{"--retry-budget", "120%"}, `retry.budget: "120%"`},

@@ -303,8 +303,9 @@ func unavailable(what string, err error) Decision {
 // and the job's expected start from the drainer's schedule.
 func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now time.Time) Decision {
 	st, eta := g.drained.Stored(token, rec.Seq, now) // the job counted, seen or not
-	if rec.Seq > st.Seen && !p.Total.IsZero() {
-		// Under a total cap the job's start depends on every key's jobs
+	if rec.Seq > st.Seen && (!p.Total.IsZero() || p.Concurrency.Total > 0) {
+		// Under a total cap (of the rate, or of the deliveries awaiting
+		// their receipt) the job's start depends on every key's jobs
 		// stored before it: wait (briefly) for the drainer to have seen
 		// them all, its own watch being a moment behind the store's ack.
 		ctx, cancel := context.WithTimeout(context.Background(), awaitSeen)

@@ -142,7 +142,8 @@ func New(p policies.Policy, q, deferred Queue, sink drain.Sink, cfg Config) (*Pi
 }
 
 // Pace returns how the drainer of p's queue paces: its outflow interval per
-// key, its total cap, its retry bounds and budget, and its adaptation.
+// key, its total cap, its retry bounds and budget, its concurrency and its
+// adaptation.
 func Pace(p policies.Policy) drain.Pace {
 	return drain.Pace{
 		Interval: p.Outflow.Interval(),
@@ -154,18 +155,20 @@ func Pace(p policies.Policy) drain.Pace {
 			Deadline:   p.Retry.Deadline,
 			Budget:     p.Retry.Budget.Share(),
 		},
-		Adapt: adaptOf(p.Adapt),
+		Adapt:       adaptOf(p.Adapt),
+		Concurrency: drain.Concurrency{Key: p.Concurrency.Key, Total: p.Concurrency.Total},
 	}
 }
 
 // DeferPace returns how the drainer of p's deferred jobs paces: as Pace,
-// but deferred jobs are re-admitted strictly in order, without a retry
-// budget, and at the fixed outflow (the queue they enter is not a
-// downstream to adapt to).
+// but deferred jobs are re-admitted strictly in order, one re-admission of
+// a key at a time, without a retry budget, and at the fixed outflow (the
+// queue they enter is not a downstream to adapt to).
 func DeferPace(p policies.Policy) drain.Pace {
 	pace := Pace(p)
 	pace.Retry.Budget = 0
 	pace.Adapt = drain.Adapt{}
+	pace.Concurrency = drain.Concurrency{}
 	return pace
 }
 
