@@ -37,6 +37,10 @@ func TestAdaptStepStarted(t *testing.T) {
 		Phases: []downstream.Phase{{After: phase, Capacity: capacities[1]}, {After: 2 * phase, Capacity: capacities[2]}}}
 	for _, c := range []stepCase{
 		{"per key", ds, []string{"k"}, drain.Pace{Interval: 20 * time.Millisecond, Retry: retry}, 50},
+		// Deliveries that fly apart from their steps (Concurrency.Key above
+		// 1) feed the controller with their receipts as a step's do.
+		{"per key, 4 awaiting receipt", ds, []string{"k"}, drain.Pace{Interval: 20 * time.Millisecond, Retry: retry,
+			Concurrency: drain.Concurrency{Key: 4}}, 50},
 		{"per policy", ds, manyKeys(50), drain.Pace{Interval: 200 * time.Millisecond, Total: 20 * time.Millisecond, Retry: retry}, 50},
 	} {
 		t.Run(c.name, func(t *testing.T) {
