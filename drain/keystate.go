@@ -279,7 +279,11 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 	if len(k.pend) > 0 {
 		consider(k.pendingAt)
 	}
-	if k.fetch {
+	if k.fetch && k.head.msg == nil {
+		// A read waits for the head to go (stepFor reads only then): a
+		// key woken by a job stored while a step of it ran keeps its
+		// head, and falling due for that read would find nothing to do,
+		// again and again at the same instant.
 		consider(k.fetchAt)
 	}
 	return at, ok
