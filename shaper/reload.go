@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/shaper-dev/shaper/policies"
@@ -189,10 +188,9 @@ func (s *Shaper) handleReload(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, http.StatusConflict, "this shaper was started without a policy file: nothing to reload")
 	case err != nil:
 		var lines []string
-		for _, e := range unjoin(err) {
+		for _, e := range unjoin(err) { // in the file's order, as the parser sorted them
 			lines = append(lines, e.Error())
 		}
-		slices.Sort(lines)
 		httpapi.WriteProblem(w, httpapi.Problem{Status: http.StatusBadRequest, Detail: "policy file refused, the policies in use are kept: " + strings.Join(lines, "; ")}, 0)
 	default:
 		httpapi.WriteJSON(w, http.StatusOK, rep)

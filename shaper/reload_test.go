@@ -52,6 +52,14 @@ policies:
 	if code, body := r.do(t, "POST", "/v1/reload", ""); code != http.StatusBadRequest || !strings.Contains(body["detail"].(string), "fast") {
 		t.Errorf("POST /v1/reload of a broken file = %d %v, want 400 naming the error", code, body)
 	}
+	// Its problems come in the file's order: line 3 before line 12.
+	write("policies:\n  - name: slow\n    outflow: bad\n    queue: 10\n  - name: a\n    outflow: 1/s\n    queue: 1\n" +
+		"  - name: b\n    outflow: 1/s\n    queue: 1\n  - name: c\n    outflow: worse\n    queue: 1\n")
+	if code, body := r.do(t, "POST", "/v1/reload", ""); code != http.StatusBadRequest {
+		t.Errorf("POST /v1/reload of a file broken twice = %d %v, want 400", code, body)
+	} else if detail := body["detail"].(string); !(strings.Index(detail, "bad") >= 0 && strings.Index(detail, "bad") < strings.Index(detail, "worse")) {
+		t.Errorf("POST /v1/reload of a file broken on lines 3 and 12 said %q, want line 3's problem first", detail)
+	}
 	if st := r.Status(); len(st) != 2 || st[0].Name != "gone" || st[1].Outflow.String() != "1/h" {
 		t.Fatalf("after a refused reload: %+v, want the policies unchanged", st)
 	}
