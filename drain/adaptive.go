@@ -122,9 +122,10 @@ func (d *Drainer) total() time.Duration {
 	return d.pace.Total
 }
 
-// observe feeds the attempt s of k to its controller. d.mu must be held.
-func (d *Drainer) observe(k *keyState, s *step) {
-	sample := adapt.Sample{Start: s.started, Latency: s.took, Outcome: outcome(s.err)}
+// observe feeds an attempt of k, started at started and answered after
+// took with err, to its controller. d.mu must be held.
+func (d *Drainer) observe(k *keyState, started time.Time, took time.Duration, err error) {
+	sample := adapt.Sample{Start: started, Latency: took, Outcome: outcome(err)}
 	a := &d.adaptive
 	if a.policy != nil {
 		a.policy.Observe(sample)
@@ -137,11 +138,11 @@ func (d *Drainer) observe(k *keyState, s *step) {
 		if a.keys == nil {
 			a.keys = make(map[string]*keyController)
 		}
-		d.pruneAdapt(s.started)
+		d.pruneAdapt(started)
 		kc = &keyController{c: adapt.New(d.pace.Adapt.Config, perSecond(d.pace.Interval))}
 		a.keys[k.token] = kc
 	}
-	kc.used = s.started
+	kc.used = started
 	kc.c.Observe(sample)
 }
 

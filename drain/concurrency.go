@@ -198,7 +198,7 @@ func (d *Drainer) land(f *flight, fenced bool) {
 	now, k, started := d.clock.Now(), f.k, f.started
 	k.flight.leave(f.t.msg.Seq)
 	if !fenced && Attempted(f.err) {
-		d.observe(k, &step{started: f.started, took: f.took, err: f.err})
+		d.observe(k, f.started, f.took, f.err)
 	}
 	switch {
 	case f.err == nil && !fenced:

@@ -107,9 +107,11 @@ func (g *Group) StartIn(token string, n int64, now time.Time) time.Duration {
 	return g.For(token).StartIn(token, n, now)
 }
 
-// Stored answers for a job just stored (Drainer.Stored).
-func (g *Group) Stored(token string, seq uint64, now time.Time) (KeyStatus, time.Duration) {
-	return g.For(token).Stored(token, seq, now)
+// Stored answers for a job just stored (Drainer.Stored), waiting at most
+// wait for the job to be reported to its partition (AwaitSeen).
+func (g *Group) Stored(token string, seq uint64, now time.Time, wait time.Duration) (KeyStatus, time.Duration) {
+	d := g.For(token)
+	return storedSeen(func() (KeyStatus, time.Duration) { return d.stored(token, seq, now) }, g.AwaitSeen, seq, wait)
 }
 
 // AwaitSeen waits until the watch of the queue has reported the job at

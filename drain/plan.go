@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"context"
 	"math"
 	"slices"
 	"time"
@@ -101,8 +102,32 @@ func (d *Drainer) StartIn(token string, n int64, now time.Time) time.Duration {
 // Stored answers for a job of key token just stored at seq, in one call:
 // the key's status, counting the job when the watch has not reported it
 // yet (Queued, Waiting), and how long from now until the job would start
-// (StartIn of its place among the key's fresh jobs: the last).
-func (d *Drainer) Stored(token string, seq uint64, now time.Time) (KeyStatus, time.Duration) {
+// (StartIn of its place among the key's fresh jobs: the last). With wait
+// above 0 it first waits that long at most for the watch to report the
+// job (AwaitSeen) when it has not: under a total cap a job's start depends
+// on every key's jobs stored before it, and the watch is a moment behind
+// the store's acknowledgement.
+func (d *Drainer) Stored(token string, seq uint64, now time.Time, wait time.Duration) (KeyStatus, time.Duration) {
+	return storedSeen(func() (KeyStatus, time.Duration) { return d.stored(token, seq, now) }, d.AwaitSeen, seq, wait)
+}
+
+// storedSeen answers with stored, asked again once await saw seq (waiting
+// at most wait) when its first answer had not seen it.
+func storedSeen(stored func() (KeyStatus, time.Duration), await func(context.Context, uint64) bool, seq uint64, wait time.Duration) (KeyStatus, time.Duration) {
+	st, in := stored()
+	if seq <= st.Seen || wait <= 0 {
+		return st, in
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if await(ctx, seq) {
+		st, in = stored()
+	}
+	return st, in
+}
+
+// stored is Stored without waiting.
+func (d *Drainer) stored(token string, seq uint64, now time.Time) (KeyStatus, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := d.keys[token]

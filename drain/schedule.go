@@ -281,7 +281,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 		if Attempted(s.err) {
 			// Every attempt takes a slot of the key; retries use its budget.
 			k.last, k.lastStart = s.scheduled, s.started
-			d.observe(k, s)
+			d.observe(k, s.started, s.took, s.err)
 			k.next = nextSlot(s.scheduled, s.started, d.interval(k))
 			if t.retrying {
 				d.retries++

@@ -13,8 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
 
 // Defaults for the zero DirectConfig.
@@ -341,24 +343,10 @@ func (d *Direct) fail(code int, detail string, err error) error {
 		Detail: detail + ": " + err.Error(), Policy: d.policy}, op: "direct lane of " + d.policy, cause: err}
 }
 
-// validTraceparent reports whether tp is a W3C traceparent of version 00
-// with a trace and a span id, as the shaper keeps one: it drops others.
+// validTraceparent reports whether tp is a W3C traceparent the shaper
+// would keep: one OpenTelemetry's propagator reads a valid span context
+// from, as admission reads it (jobtrace). The shaper drops others.
 func validTraceparent(tp string) bool {
-	if len(tp) != 55 || tp[:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
-		return false
-	}
-	hex := func(s string) (nonZero, ok bool) {
-		for i := 0; i < len(s); i++ {
-			c := s[i]
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false, false
-			}
-			nonZero = nonZero || c != '0'
-		}
-		return nonZero, true
-	}
-	trace, ok1 := hex(tp[3:35])
-	span, ok2 := hex(tp[36:52])
-	_, ok3 := hex(tp[53:])
-	return trace && span && ok1 && ok2 && ok3
+	ctx := jobtrace.Extract(context.Background(), nats.Header{"traceparent": {tp}})
+	return trace.SpanContextFromContext(ctx).IsValid()
 }

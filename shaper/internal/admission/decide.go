@@ -302,18 +302,15 @@ func unavailable(what string, err error) Decision {
 // accepted is the decision for a job stored at rec, with the key's depth
 // and the job's expected start from the drainer's schedule.
 func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now time.Time) Decision {
-	st, eta := g.drained.Stored(token, rec.Seq, now) // the job counted, seen or not
-	if rec.Seq > st.Seen && (!p.Total.IsZero() || p.Concurrency.Total > 0) {
-		// Under a total cap (of the rate, or of the deliveries awaiting
-		// their receipt) the job's start depends on every key's jobs
-		// stored before it: wait (briefly) for the drainer to have seen
-		// them all, its own watch being a moment behind the store's ack.
-		ctx, cancel := context.WithTimeout(context.Background(), awaitSeen)
-		if g.drained.AwaitSeen(ctx, rec.Seq) {
-			st, eta = g.drained.Stored(token, rec.Seq, now)
-		}
-		cancel()
+	// Under a total cap (of the rate, or of the deliveries awaiting their
+	// receipt) the job's start depends on every key's jobs stored before
+	// it: the drainer waits (briefly) to have seen them all. Otherwise it
+	// counts the job, seen or not.
+	var wait time.Duration
+	if !p.Total.IsZero() || p.Concurrency.Total > 0 {
+		wait = awaitSeen
 	}
+	st, eta := g.drained.Stored(token, rec.Seq, now, wait)
 	queued := max(st.Queued, 1)
 	interval := p.Outflow.Interval()
 	return Decision{

@@ -34,8 +34,7 @@ type Store interface {
 type View interface {
 	Key(token string, now time.Time) drain.KeyStatus
 	StartIn(token string, n int64, now time.Time) time.Duration
-	Stored(token string, seq uint64, now time.Time) (drain.KeyStatus, time.Duration)
-	AwaitSeen(ctx context.Context, seq uint64) bool
+	Stored(token string, seq uint64, now time.Time, wait time.Duration) (drain.KeyStatus, time.Duration)
 	Active() bool
 }
 

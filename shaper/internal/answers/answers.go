@@ -33,11 +33,6 @@ import (
 // before it answers from its own drainer.
 const DefaultTimeout = 100 * time.Millisecond
 
-// awaitSeen bounds how long the holder waits for its watch to report a
-// job just stored, before it answers about it (as admission does for its
-// own jobs under a total cap).
-const awaitSeen = 20 * time.Millisecond
-
 // Config holds a View's optional settings; the zero value means
 // DefaultTimeout and no logs.
 type Config struct {
@@ -90,10 +85,11 @@ func Subject(policy string, n int) string { return "_shaper.answers." + policy +
 
 // question is what a View asks the holder of a partition.
 type question struct {
-	Op    string `json:"op"` // "key", "start" or "stored"
-	Token string `json:"token"`
-	N     int64  `json:"n,omitempty"`   // start: the n-th fresh job
-	Seq   uint64 `json:"seq,omitempty"` // stored: the job's sequence
+	Op    string        `json:"op"` // "key", "start" or "stored"
+	Token string        `json:"token"`
+	N     int64         `json:"n,omitempty"`    // start: the n-th fresh job
+	Seq   uint64        `json:"seq,omitempty"`  // stored: the job's sequence
+	Wait  time.Duration `json:"wait,omitempty"` // stored: how long to wait for the watch to report it
 }
 
 // reply is the holder's answer.
@@ -148,16 +144,7 @@ func (v *View) answer(d *drain.Drainer, m *nats.Msg) {
 	case "start":
 		r.In = d.StartIn(q.Token, q.N, now)
 	case "stored":
-		r.Status, r.In = d.Stored(q.Token, q.Seq, now)
-		if q.Seq > r.Status.Seen {
-			// The job's start depends on the jobs stored before it: wait
-			// (briefly) for the watch to have reported them all.
-			ctx, cancel := context.WithTimeout(context.Background(), awaitSeen)
-			if d.AwaitSeen(ctx, q.Seq) {
-				r.Status, r.In = d.Stored(q.Token, q.Seq, now)
-			}
-			cancel()
-		}
+		r.Status, r.In = d.Stored(q.Token, q.Seq, now, q.Wait)
 	default:
 		return
 	}
@@ -233,18 +220,14 @@ func (v *View) StartIn(token string, n int64, now time.Time) time.Duration {
 }
 
 // Stored answers for a job just stored (drain.Drainer.Stored), from its
-// partition's drainer; the holder waits briefly for its watch to report
+// partition's drainer, which waits at most wait for its watch to report
 // the job.
-func (v *View) Stored(token string, seq uint64, now time.Time) (drain.KeyStatus, time.Duration) {
-	if r, ok := v.ask(question{Op: "stored", Token: token, Seq: seq}); ok {
+func (v *View) Stored(token string, seq uint64, now time.Time, wait time.Duration) (drain.KeyStatus, time.Duration) {
+	if r, ok := v.ask(question{Op: "stored", Token: token, Seq: seq, Wait: wait}); ok {
 		return r.Status, r.In
 	}
-	return v.g.Stored(token, seq, now)
+	return v.g.Stored(token, seq, now, wait)
 }
-
-// AwaitSeen waits until this shaper's watch of the queue has reported the
-// job at seq (drain.Group.AwaitSeen).
-func (v *View) AwaitSeen(ctx context.Context, seq uint64) bool { return v.g.AwaitSeen(ctx, seq) }
 
 // Active reports whether this shaper delivers any partition.
 func (v *View) Active() bool { return v.g.Active() }

@@ -109,8 +109,8 @@ func TestViewAsksTheHolder(t *testing.T) {
 	}
 	near("asking StartIn", asking.StartIn(tok, 1, now), want)
 	near("served StartIn", served.StartIn(tok, 1, now), want)
-	st, in := asking.Stored(tok, seq, now)
-	wantSt, wantIn := holder.Stored(tok, seq, now)
+	st, in := asking.Stored(tok, seq, now, 20*time.Millisecond)
+	wantSt, wantIn := holder.Stored(tok, seq, now, 20*time.Millisecond)
 	near("asking Stored", in, wantIn)
 	if st.Queued != wantSt.Queued || st.Waiting != wantSt.Waiting {
 		t.Errorf("asking Stored status = %+v, want the holder's %+v", st, wantSt)

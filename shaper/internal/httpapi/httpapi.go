@@ -32,6 +32,13 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// The values of the headers every problem answer sets, shared: a header's
+// values are copied when the answer is written, never changed in place.
+var (
+	problemType = []string{"application/problem+json"}
+	nosniff     = []string{"nosniff"}
+)
+
 // WriteProblem writes p as an application/problem+json answer with p's
 // status, filling in Type and Title when empty. A positive retryAfter sets
 // Retry-After (whole seconds, rounded up) and retry_after_ms.
@@ -51,7 +58,7 @@ func WriteProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
 	h["Content-Type"] = problemType
 	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(p.Status)
-	w.Write(p.appendJSON(make([]byte, 0, 256)))
+	json.NewEncoder(w).Encode(p)
 }
 
 // Error writes a problem answer of status code saying detail.

@@ -59,7 +59,14 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 		limiter.SetHeaders(w.Header(), a.Policy, a.limits, a.window)
 	}
 	if a.Code == http.StatusAccepted {
-		httpapi.WriteBody(w, a.Code, appendAccepted(make([]byte, 0, 128), a))
+		httpapi.WriteJSON(w, a.Code, struct {
+			ID        string `json:"id"`
+			Policy    string `json:"policy"`
+			Key       string `json:"key"`
+			Queued    int64  `json:"queued"`
+			ETAms     int64  `json:"eta_ms"`
+			Duplicate bool   `json:"duplicate,omitempty"`
+		}{a.ID, a.Policy, a.Key, a.Queued, a.ETAms, a.Duplicate})
 		return
 	}
 	p := httpapi.Problem{
@@ -74,24 +81,3 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
-
-// appendAccepted appends the body of a 202 answer to b, as encoding/json
-// would encode {id, policy, key, queued, eta_ms, duplicate (omitted when
-// false)} with a newline after it, without reflection: every admitted job
-// is answered with it.
-func appendAccepted(b []byte, a answer) []byte {
-	b = append(b, `{"id":`...)
-	b = httpapi.AppendString(b, a.ID)
-	b = append(b, `,"policy":`...)
-	b = httpapi.AppendString(b, a.Policy)
-	b = append(b, `,"key":`...)
-	b = httpapi.AppendString(b, a.Key)
-	b = append(b, `,"queued":`...)
-	b = strconv.AppendInt(b, a.Queued, 10)
-	b = append(b, `,"eta_ms":`...)
-	b = strconv.AppendInt(b, a.ETAms, 10)
-	if a.Duplicate {
-		b = append(b, `,"duplicate":true`...)
-	}
-	return append(b, "}\n"...)
-}
