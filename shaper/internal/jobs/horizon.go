@@ -52,6 +52,11 @@ func (s *Store) Mark(ctx context.Context, policy string, q *queue.Queue) error {
 	if s == nil {
 		return nil
 	}
+	return s.mark(ctx, policy, q)
+}
+
+// mark writes a horizon mark of policy's queue q, published with opts.
+func (s *Store) mark(ctx context.Context, policy string, q *queue.Queue, opts ...jetstream.PublishOpt) error {
 	info, err := s.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("horizon of %s: %w", policy, err)
@@ -66,7 +71,7 @@ func (s *Store) Mark(ctx context.Context, policy string, q *queue.Queue) error {
 	}
 	b, _ := json.Marshal(m)
 	subject, _ := markSubjects(policy)
-	if _, err := s.js.Publish(ctx, subject, b); err != nil {
+	if _, err := s.js.Publish(ctx, subject, b, opts...); err != nil {
 		return fmt.Errorf("horizon of %s: %w", policy, err)
 	}
 	return nil
@@ -92,16 +97,51 @@ func (s *Store) KeepHorizon(ctx context.Context, policy string, q *queue.Queue) 
 			wait.Reset(every)
 		}
 		cctx, cancel := context.WithTimeout(ctx, min(every, 10*time.Second))
-		latest, err := s.stream.GetLastMsgForSubject(cctx, filter)
-		if err == nil && time.Since(latest.Time) < every*9/10 {
-			cancel()
-			continue
-		}
-		if err := s.Mark(cctx, policy, q); err != nil && ctx.Err() == nil {
+		err := s.markUnlessMarked(cctx, policy, q, filter, every)
+		if err != nil && ctx.Err() == nil {
 			s.log.Warn("job status horizon not marked", "policy", policy, "err", err)
 		}
 		cancel()
 	}
+}
+
+// markUnlessMarked writes a mark of policy's queue q unless one was written
+// under filter within the last 9/10 of every. The mark is published only
+// if the last one under filter is still the one read, so that of shapers
+// ticking together one writes and the others see its mark and skip.
+func (s *Store) markUnlessMarked(ctx context.Context, policy string, q *queue.Queue, filter string, every time.Duration) error {
+	expect, due := s.markDue(ctx, filter, every)
+	if !due {
+		return nil
+	}
+	return s.markExpecting(ctx, policy, q, expect)
+}
+
+// markDue reads the last mark under filter: due when none was written in
+// the last 9/10 of every, with the publish options that expect it to be
+// still the last (none when it cannot be read).
+func (s *Store) markDue(ctx context.Context, filter string, every time.Duration) (expect []jetstream.PublishOpt, due bool) {
+	switch latest, err := s.stream.GetLastMsgForSubject(ctx, filter); {
+	case err == nil && time.Since(latest.Time) < every*9/10:
+		return nil, false
+	case err == nil:
+		return []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(latest.Sequence, filter)}, true
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(0, filter)}, true
+	}
+	return nil, true
+}
+
+// markExpecting writes a mark of policy's queue q published with expect;
+// a mark refused because another was written since the read is no error.
+func (s *Store) markExpecting(ctx context.Context, policy string, q *queue.Queue, expect []jetstream.PublishOpt) error {
+	err := s.mark(ctx, policy, q, expect...)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return nil
+	}
+	return err
 }
 
 // covers reports whether a job of policy stored at seq in a queue stream
