@@ -34,11 +34,42 @@ const latencyWeight = 0.25
 // flights is a key's deliveries awaiting their receipt, and what the
 // Drainer learnt of how long receipts take. It is guarded by Drainer.mu.
 type flights struct {
-	n       int           // deliveries of the key awaiting their receipt (or reserved by a step)
-	air     []airborne    // the flights in the air, oldest first
 	latency time.Duration // average time from a delivery's start to its receipt; 0: none measured
+	n       int32         // deliveries of the key awaiting their receipt (or reserved by a step)
 	blocked bool          // an attempt is due but waits for a receipt (the key's, or the Drainer's: parked)
-	back    []tried       // failed jobs whose failure is reported, to take back once the key is not busy
+	// aloft holds the flights themselves, made when the key's first flies:
+	// a key whose deliveries are steps (Concurrency.Key 1) has none.
+	aloft *aloft
+}
+
+// aloft is what a key whose deliveries fly keeps of them.
+type aloft struct {
+	air  []airborne // the flights in the air, oldest first
+	back []tried    // failed jobs whose failure is reported, to take back once the key is not busy
+}
+
+// air returns the key's flights in the air, oldest first.
+func (f *flights) air() []airborne {
+	if f.aloft == nil {
+		return nil
+	}
+	return f.aloft.air
+}
+
+// back returns the failed jobs to take back once the key is not busy.
+func (f *flights) back() []tried {
+	if f.aloft == nil {
+		return nil
+	}
+	return f.aloft.back
+}
+
+// flying returns the key's flights, made if it had none.
+func (f *flights) flying() *aloft {
+	if f.aloft == nil {
+		f.aloft = new(aloft)
+	}
+	return f.aloft
 }
 
 // airborne is a flight in the air: its job's sequence, and when it took
@@ -80,7 +111,7 @@ func average(avg *time.Duration, took time.Duration) {
 func (d *Drainer) limited(k *keyState) bool {
 	c := d.pace.Concurrency
 	switch {
-	case k.flight.n >= c.perKey():
+	case int(k.flight.n) >= c.perKey():
 		k.flight.blocked = true
 	case c.Total > 0 && d.flying >= c.Total:
 		k.flight.blocked = true
@@ -149,7 +180,8 @@ func (d *Drainer) takeOff(k *keyState, f *flight, i int, now time.Time) {
 		k.earn(d.pace.Retry)
 	}
 	f.t, f.taken = *t, true
-	k.flight.air = append(k.flight.air, airborne{seq: k.drop(i), at: now})
+	a := k.flight.flying()
+	a.air = append(a.air, airborne{seq: k.drop(i), at: now})
 	d.inflight++ // until the flight ends: Drain waits for its receipt
 }
 
@@ -205,7 +237,8 @@ func (d *Drainer) land(f *flight, fenced bool) {
 		k.pend = append(k.pend, f.t.msg.Seq)
 		k.pendingAt = maxTime(k.pendingAt, started.Add(d.hold))
 	case k.busy:
-		k.flight.back = append(k.flight.back, f.t) // taken back when its step ends
+		a := k.flight.flying()
+		a.back = append(a.back, f.t) // taken back when its step ends
 	default:
 		// Also when the Drainer stopped delivering meanwhile: the key
 		// knows the job only so (an activation reads it again, as the
@@ -226,8 +259,8 @@ func (d *Drainer) land(f *flight, fenced bool) {
 
 // leave forgets the flight of the job at seq among those in the air.
 func (f *flights) leave(seq uint64) {
-	if i := slices.IndexFunc(f.air, func(a airborne) bool { return a.seq == seq }); i >= 0 {
-		f.air = slices.Delete(f.air, i, i+1)
+	if i := slices.IndexFunc(f.air(), func(a airborne) bool { return a.seq == seq }); i >= 0 {
+		f.aloft.air = slices.Delete(f.aloft.air, i, i+1)
 	}
 }
 
@@ -282,21 +315,26 @@ func (d *Drainer) totalInterval() time.Duration {
 // have landed, the oldest first, each after the average receipt latency.
 // d.mu must be held.
 func (d *Drainer) freeAt(k *keyState, now time.Time) time.Time {
-	over := len(k.flight.air) - d.pace.Concurrency.perKey()
+	air := k.flight.air()
+	over := len(air) - d.pace.Concurrency.perKey()
 	if over < 0 || !d.pace.Concurrency.flies() {
 		return now
 	}
-	return maxTime(k.flight.air[over].at.Add(k.flight.latency), now)
+	return maxTime(air[over].at.Add(k.flight.latency), now)
 }
 
 // takeBackAll takes back the failed jobs of k whose flights ended while a
 // step of k ran. d.mu must be held, k not busy.
 func (d *Drainer) takeBackAll(k *keyState, now time.Time) {
-	for _, t := range k.flight.back {
+	a := k.flight.aloft
+	if a == nil {
+		return
+	}
+	for _, t := range a.back {
 		k.takeBack(t, d.pace.Retry, now)
 	}
-	clear(k.flight.back)
-	k.flight.back = k.flight.back[:0]
+	clear(a.back)
+	a.back = a.back[:0]
 }
 
 // takeBack puts t, a job of the key whose flight failed (or did not
@@ -376,10 +414,10 @@ func (d *Drainer) unblock(now time.Time) {
 // holds appends to seqs the sequences of the key's jobs in flights (in
 // the air, or back and not yet taken back), which a seek must skip.
 func (f *flights) holds(seqs []uint64) []uint64 {
-	for _, a := range f.air {
+	for _, a := range f.air() {
 		seqs = append(seqs, a.seq)
 	}
-	for _, t := range f.back {
+	for _, t := range f.back() {
 		seqs = append(seqs, t.msg.Seq)
 	}
 	return seqs

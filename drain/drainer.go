@@ -125,6 +125,7 @@ type Drainer struct {
 	hold      time.Duration // how long a delivered job keeps its slot
 	keys      map[string]*keyState
 	spare     []*keyState // forgotten keys, for reuse
+	steps     []*step     // steps of no key, for reuse (newStep, putStep)
 	heap      keyHeap
 	totalNext time.Time // the next slot under the total cap
 	// totalLast and totalLastAt are the last slot granted under the total
@@ -262,6 +263,10 @@ func (d *Drainer) replan(now time.Time) {
 			k.next = maxTime(k.paused, now)
 		}
 		k.reserved = false
+		if k.fetch && k.head.msg == nil {
+			// A head read shortly before a slot that is now sooner.
+			k.fetchAt = minTime(k.fetchAt, maxTime(now, k.next.Add(-headLead)))
+		}
 		d.place(k, now)
 	}
 }

@@ -18,14 +18,22 @@ type keyState struct {
 	index int       // position in the heap, -1 when not in it
 	at    time.Time // when the scheduler next looks at the key
 
-	busy bool // a step of the key is running (or reporting its events)
-	wake bool // a job was stored while busy: read the head again if the queue looked empty
+	// The key's flags, together (the struct stays in its size class).
+	busy     bool    // a step of the key is running (or reporting its events)
+	wake     bool    // a job was stored while busy: read the head again if the queue looked empty
+	reserved bool    // next is a slot already reserved under the total cap
+	fetch    bool    // the head must be read (not before fetchAt)
+	unsure   bool    // jobs of the key may be stored that seqs lacks (see lost)
+	seek     bool    // the next read looks for the first job stored from seekFrom on (Queue.Next)
+	retry    retryOf // which of due, fetchAt, pendingAt wait to retry a failed queue call
+	// resumeLeft is how many head reads left ask Config.Resume (see
+	// resumeReads, a few).
+	resumeLeft uint8
 
-	head     tried     // the head job, read ahead of its slot (head.msg nil: none)
-	aside    []tried   // failed jobs stepped aside for the fresh ones, at most maxAside
-	credit   float64   // retries the budget allows while fresh jobs wait
-	reserved bool      // next is a slot already reserved under the total cap
-	next     time.Time // earliest start of the key's next attempt: its slot grid, a pause, a reserved slot
+	head   tried     // the head job, read ahead of its slot (head.msg nil: none)
+	aside  []tried   // failed jobs stepped aside for the fresh ones, at most maxAside
+	credit float64   // retries the budget allows while fresh jobs wait
+	next   time.Time // earliest start of the key's next attempt: its slot grid, a pause, a reserved slot
 	// last and lastStart are the slot of the key's last attempt and when it
 	// started, paused the end of the last pause the downstream asked for:
 	// a new pace plans next from them (replan).
@@ -38,15 +46,8 @@ type keyState struct {
 	pendingAt time.Time // when to free them if no delivery does it first
 	freedAt   time.Time // when this drainer last saw a removal of its own lower the depth
 
-	fetch   bool      // the head must be read
-	fetchAt time.Time // not before this
-	retry   retryOf   // which of due, fetchAt, pendingAt wait to retry a failed queue call
-
-	unsure   bool   // jobs of the key may be stored that seqs lacks (see lost)
-	seek     bool   // the next read looks for the first job stored from seekFrom on (Queue.Next)
-	seekFrom uint64 // where the next seek starts
-
-	resumeLeft int // head reads left that ask Config.Resume (see resumeReads)
+	fetchAt  time.Time // when to read the head, if fetch
+	seekFrom uint64    // where the next seek starts
 
 	notified uint64              // highest sequence Watch reported
 	early    map[uint64]struct{} // removed before Watch reported them
@@ -58,7 +59,10 @@ type keyState struct {
 	counts   *keyCounts
 	up, down *keyState // the keys before and after it at its level of the keys by depth (counts.go)
 
-	step step // the key's step, reused: a key is in one step at a time
+	// step is the key's step while one runs (a key is in one step at a
+	// time), nil otherwise: steps come from the Drainer's pool, so that a
+	// key waiting for its slot does not carry one.
+	step *step
 
 	flight flights // deliveries awaiting their receipt (concurrency.go)
 }
@@ -69,10 +73,9 @@ func newKeyState(token, name string) *keyState {
 
 // reuse makes k the state of a new key, keeping the room of its slices.
 func (k *keyState) reuse(token, name string) {
-	seqs, pend, aside, s := k.seqs[:0], k.pend[:0], k.aside[:0], k.step
+	seqs, pend, aside := k.seqs[:0], k.pend[:0], k.aside[:0]
 	*k = *newKeyState(token, name)
 	k.seqs, k.pend, k.aside = seqs, pend, aside
-	k.step.remove, k.step.exact, k.step.missing = s.remove[:0], s.exact[:0], s.missing[:0]
 }
 
 // notice records that Watch reported the job at seq. news is false for a
@@ -181,9 +184,23 @@ func (k *keyState) readPlan(plan []uint64, from uint64) []uint64 {
 	return append(plan, k.seqs[:min(len(k.seqs), readAhead)]...)
 }
 
+// toRead reports whether Watch reported jobs of the key from `from` on,
+// which a read of the head would try.
+func (k *keyState) toRead() bool {
+	return len(k.seqs) > 0 && k.seqs[len(k.seqs)-1] >= k.from
+}
+
 // readAhead is how many reported sequences one step tries at most before
 // it gives up reading the head (jobs removed by another drainer).
 const readAhead = 4
+
+// headLead is how long before its next slot a key whose slots are more
+// than twice this apart reads its next head (readDue): a key waiting for a
+// slot that far holds no job in memory (its payload and headers, about 300
+// bytes), at the cost of one more step per delivery. A key with closer
+// slots, or whose deliveries fly, reads its next head as soon as the one
+// before is delivered.
+const headLead = 250 * time.Millisecond
 
 // forget drops the sequences a read found gone for good, which the depth
 // may still count (doubt).
@@ -212,7 +229,7 @@ func (k *keyState) lost() bool {
 
 // known counts the jobs of the key the drainer knows where to find.
 func (k *keyState) known() int64 {
-	n := len(k.pend) + len(k.aside) + len(k.seqs) + len(k.flight.air) + len(k.flight.back)
+	n := len(k.pend) + len(k.aside) + len(k.seqs) + len(k.flight.air()) + len(k.flight.back())
 	if k.head.msg != nil {
 		n++
 	}
@@ -309,6 +326,13 @@ func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
 		return a
 	}
 	return b

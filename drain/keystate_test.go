@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shaper-dev/shaper/queue"
 )
@@ -291,5 +292,15 @@ func TestKeyHeap(t *testing.T) {
 	}
 	if fmt.Sprint(order) != "[0 3 2 1]" {
 		t.Errorf("heap order %v, want [0 3 2 1]", order)
+	}
+}
+
+// TestKeyStateSize keeps a key's state within 512 bytes, a size class of
+// the Go allocator: every key with jobs has one, and the state was 1,032
+// bytes (the 1,152-byte class) while it carried its step and its flights
+// inline. A field that does not fit moves out (see step, flights.aloft).
+func TestKeyStateSize(t *testing.T) {
+	if n := unsafe.Sizeof(keyState{}); n > 512 {
+		t.Errorf("keyState is %d bytes, want at most 512", n)
 	}
 }

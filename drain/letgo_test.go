@@ -44,9 +44,14 @@ func TestReleasedKeyLetsGoOfItsJob(t *testing.T) {
 		if k == nil || k.busy || len(k.pend) != 1 {
 			t.Fatalf("key k: %+v, want it released, its delivered job's slot held", k)
 		}
-		if s := &k.step; s.deliver != nil || s.delivery.Msg != nil || s.head != nil || s.deadLetter != nil {
-			t.Errorf("released key's step still holds jobs: deliver %v, delivery %v, head %v, dead letter %v",
-				s.deliver, s.delivery.Msg, s.head, s.deadLetter)
+		if k.step != nil {
+			t.Errorf("released key still has a step: %+v", k.step)
+		}
+		for _, s := range d.steps {
+			if s.k != nil || s.deliver != nil || s.delivery.Msg != nil || s.head != nil || s.deadLetter != nil {
+				t.Errorf("pooled step still holds a key or jobs: key %v, deliver %v, delivery %v, head %v, dead letter %v",
+					s.k, s.deliver, s.delivery.Msg, s.head, s.deadLetter)
+			}
 		}
 	})
 }

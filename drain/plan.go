@@ -74,12 +74,12 @@ func (d *Drainer) tally(k *keyState) {
 // not delivered (a delivered job keeps its slot for a while). A job being
 // delivered now still counts: see delivering.
 func (k *keyState) waiting() int64 {
-	return max(k.depth-int64(len(k.pend))-int64(len(k.flight.air)), 0)
+	return max(k.depth-int64(len(k.pend))-int64(len(k.flight.air())), 0)
 }
 
 // delivering reports whether a step is handing one of the key's jobs to
 // the sink now: that job took its slot already, and waits for none.
-func (k *keyState) delivering() bool { return k.busy && k.step.deliver != nil }
+func (k *keyState) delivering() bool { return k.busy && k.step != nil && k.step.deliver != nil }
 
 // StartIn returns how long from now until the n-th fresh job of key token
 // would start (n = 1: its first job not yet attempted, in submission

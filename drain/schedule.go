@@ -162,7 +162,7 @@ func (d *Drainer) due(now time.Time, steps []*step, limit int) (_ []*step, next 
 // nil. A step dead-letters a job or attempts one (k.choose), frees slots,
 // and reads the head.
 func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
-	s := k.step.reset(k)
+	s := d.newStep(k)
 	s.qctx, s.gen = d.calls.ctx, d.calls.gen
 	k.retry = 0 // what is due is tried now; a failure marks it again
 	if i, ok := k.deadDue(now); ok {
@@ -182,6 +182,7 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 					// fell due.
 					k.next, k.reserved = slot, true
 					d.totalNext = slot.Add(total)
+					d.putStep(k)
 					d.place(k, now)
 					return nil
 				}
@@ -195,12 +196,15 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 		}
 		t := k.job(i)
 		s.deliver, s.job, s.scheduled = t.msg, i, scheduled
-		if i == headJob {
-			s.read, s.from = true, t.msg.Seq+1
-		}
 		d.startFlying(k)
 		if d.pace.Concurrency.flies() {
 			s.flight = &flight{k: k, scheduled: scheduled}
+		}
+		if i == headJob {
+			// The next head is read now, or, when the key's next slot is
+			// far, shortly before it (readLater).
+			s.from, s.readLater = t.msg.Seq+1, !k.seek && d.readsLate(k)
+			s.read = !s.readLater
 		}
 	}
 	if len(k.pend) > 0 && (s.deliver != nil || s.deadLetter != nil || !k.pendingAt.After(now)) {
@@ -212,6 +216,7 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 		k.fetch, k.seek = false, false
 	}
 	if s.deliver == nil && s.deadLetter == nil && len(s.remove) == 0 && !s.read {
+		d.putStep(k)
 		d.place(k, now) // nothing due (only pacing lapsed)
 		return nil
 	}
@@ -292,6 +297,9 @@ func (d *Drainer) complete(s *step) (report bool) {
 		}
 		if s.err == nil {
 			k.delivered(s.job, s.started, d.hold)
+			if s.readLater && (k.toRead() || k.lost()) {
+				k.fetch, k.fetchAt = true, d.readDue(k, now)
+			}
 		} else {
 			d.failed(k, t, s, now)
 		}
@@ -332,7 +340,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 // heap at its next event. d.mu must be held.
 func (d *Drainer) release(k *keyState, now time.Time) {
 	k.busy = false
-	k.step.letGo()
+	d.putStep(k)
 	d.takeBackAll(k, now)
 	k.flight.blocked = false // looked at again: still at its limit, it waits again
 	if k.wake && k.head.msg == nil {
@@ -341,7 +349,7 @@ func (d *Drainer) release(k *keyState, now time.Time) {
 		// sleep with work until its next submission.
 		k.wake = false
 		if !k.fetch {
-			k.fetch, k.fetchAt = true, now
+			k.fetch, k.fetchAt = true, d.readDue(k, now)
 		}
 	}
 	d.endInflight()

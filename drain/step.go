@@ -29,6 +29,7 @@ type step struct {
 	scheduled  time.Time
 	remove     []uint64
 	read       bool
+	readLater  bool      // the head is delivered and the next one read shortly before its slot (headLead)
 	readSince  time.Time // when the read fell due (headAt)
 	from       uint64
 	exact      []uint64        // read the head at the first of these sequences still stored; seeking, skip these
@@ -57,20 +58,32 @@ type step struct {
 	flight   *flight  // the job goes on a flight of its own once the step is done (Concurrency.Key above 1)
 }
 
-// reset empties s for a new step of k, keeping its slices' room.
+// reset empties s for a new step of k (nil: none), keeping its slices'
+// room.
 func (s *step) reset(k *keyState) *step {
 	remove, exact, missing := s.remove[:0], s.exact[:0], s.missing[:0]
 	*s = step{k: k, remove: remove, exact: exact, missing: missing}
 	return s
 }
 
-// letGo drops s's references to the jobs it handled once its key is
-// released: a key keeps its step until its next one, and a key waiting to
-// free a delivered job's slot (a start-up's backlog delays that) would
-// otherwise keep the job's payload and headers alive too.
-func (s *step) letGo() {
-	s.deliver, s.deadLetter, s.head, s.failure, s.history = nil, nil, nil, nil, nil
-	s.delivery = Delivery{}
+// newStep gives k a step from the Drainer's pool. d.mu must be held.
+func (d *Drainer) newStep(k *keyState) *step {
+	s := new(step)
+	if n := len(d.steps); n > 0 {
+		s, d.steps = d.steps[n-1], d.steps[:n-1]
+	}
+	k.step = s
+	return s.reset(k)
+}
+
+// putStep takes k's step back into the Drainer's pool once k is released,
+// emptied: a pooled step keeps no job (its payload and headers) alive, and
+// a key waiting for its slot carries no step. d.mu must be held.
+func (d *Drainer) putStep(k *keyState) {
+	if s := k.step; s != nil {
+		k.step = nil
+		d.steps = append(d.steps, s.reset(nil))
+	}
 }
 
 // held reports whether s's job was not handed over because a slot before
@@ -192,6 +205,22 @@ func (d *Drainer) readHead(ctx, qctx context.Context, s *step) {
 			s.head.Attempt = max(s.head.Attempt, n+1)
 		}
 	}
+}
+
+// readsLate reports whether k reads its next head shortly before its next
+// slot rather than as soon as the one before is delivered (headLead).
+// d.mu must be held.
+func (d *Drainer) readsLate(k *keyState) bool {
+	return !d.pace.Concurrency.flies() && d.keyInterval(k) > 2*headLead
+}
+
+// readDue returns when k, with no head, reads its next one: at now, or
+// headLead before its next slot when it reads late. d.mu must be held.
+func (d *Drainer) readDue(k *keyState, now time.Time) time.Time {
+	if !d.readsLate(k) {
+		return now
+	}
+	return maxTime(now, k.next.Add(-headLead))
 }
 
 // planRead fills in how s reads k's head: by the sequences Watch reported,
