@@ -98,7 +98,9 @@
 // A delivered job keeps its queue slot for the rest of its outflow slot (at
 // most Config.MaxSlotHold): a key's queue therefore behaves as a leaky bucket
 // of the queue size, and a burst against a draining key finds exactly that
-// many places. A crash in that window delivers the job again (at least
+// many places. When the hold would end at the key's next slot, it ends
+// freeLead (10 ms) before it, in a step of its own, so that the delivery
+// in that slot does not wait for the removal (slotHold). A crash in that window delivers the job again (at least
 // once): at most that one job per key, since the next is handed over only
 // after its slot is freed (with Concurrency.Key above 1, at most Key jobs).
 //

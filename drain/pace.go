@@ -111,9 +111,25 @@ func nextSlot(s, a time.Time, interval time.Duration) time.Time {
 // outflow slot, at most maxHold. While a key drains under backlog a burst of
 // submissions therefore sees exactly the queue size free, as a leaky bucket
 // of that depth would; and a crash redelivers at most one job per key.
+//
+// A hold that would end at the key's next slot (interval at most maxHold)
+// of 4·freeLead or more ends freeLead early instead: the slot is freed in
+// a step of its own just before the next slot, so that the delivery in that
+// slot does not wait for the removal (a JetStream request whose time varies
+// with the server's load) and starts on time.
 func slotHold(interval, maxHold time.Duration) time.Duration {
-	return min(interval, maxHold)
+	switch {
+	case interval > maxHold:
+		return maxHold
+	case interval >= 4*freeLead:
+		return interval - freeLead
+	}
+	return interval
 }
+
+// freeLead is how long before its slot ends a delivered job's slot is
+// freed (slotHold).
+const freeLead = 10 * time.Millisecond
 
 // backoff returns the pause before attempt n+1 after n failures: a ceiling
 // of base doubling per failure, capped at maxWait, and full jitter between

@@ -29,11 +29,16 @@ func TestNextSlot(t *testing.T) {
 }
 
 func TestSlotHold(t *testing.T) {
-	if got := slotHold(50*time.Millisecond, time.Second); got != 50*time.Millisecond {
-		t.Errorf("slotHold(50ms, 1s) = %v, want 50ms", got)
-	}
-	if got := slotHold(time.Minute, time.Second); got != time.Second {
-		t.Errorf("slotHold(1m, 1s) = %v, want 1s", got)
+	for _, c := range []struct{ interval, maxHold, want time.Duration }{
+		{30 * time.Millisecond, time.Second, 30 * time.Millisecond}, // too short to free early
+		{40 * time.Millisecond, time.Second, 30 * time.Millisecond}, // freed freeLead before the next slot
+		{time.Second, time.Second, time.Second - freeLead},          // likewise
+		{time.Minute, time.Second, time.Second},                     // the next slot is far: maxHold
+		{1500 * time.Millisecond, time.Second, time.Second},         // likewise
+	} {
+		if got := slotHold(c.interval, c.maxHold); got != c.want {
+			t.Errorf("slotHold(%v, %v) = %v, want %v", c.interval, c.maxHold, got, c.want)
+		}
 	}
 }
 
