@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // AdaptPer says what an adaptive outflow adapts.
@@ -187,22 +189,24 @@ func adaptPaths(out []string, f Field[AdaptPatch]) []string {
 
 // validate checks an adapt block of p.
 func (a *Adapt) validate(p *Policy, add func(field, format string, args ...any)) {
-	ceiling := p.Outflow
+	ceiling, under := p.Outflow, "outflow"
 	switch a.Per {
 	case AdaptPerKey:
 	case AdaptPerPolicy:
-		ceiling = p.Total
+		ceiling, under = p.Total, "total"
 		if p.Total.IsZero() {
 			add("adapt.per", "%q adapts the total cap: set total, or per %q", a.Per, AdaptPerKey)
 		}
 	default:
-		add("adapt.per", "%q: want %q (each key's outflow adapts) or %q (the total adapts)", a.Per, AdaptPerKey, AdaptPerPolicy)
+		add("adapt.per", "%q: want %q (each key's outflow adapts) or %q (the total adapts)%s", a.Per, AdaptPerKey, AdaptPerPolicy,
+			suggest.Hint(string(a.Per), []string{string(AdaptPerKey), string(AdaptPerPolicy)}))
 	}
 	if !a.Floor.IsZero() {
 		if err := a.Floor.check(); err != nil {
 			add("adapt.floor", "rate %s: %v", a.Floor, err)
 		} else if !ceiling.IsZero() && a.Floor.PerSecond() > ceiling.PerSecond() {
-			add("adapt.floor", "%s is more than the ceiling %s", a.Floor, ceiling)
+			add("adapt.floor", "%s is above %s %s, the ceiling it adapts under: lower adapt.floor to at most %s, or raise %s to at least %s",
+				a.Floor, under, ceiling, ceiling, under, a.Floor)
 		}
 	}
 	if a.Latency < 0 {

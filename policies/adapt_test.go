@@ -136,3 +136,42 @@ func TestDiffAdapt(t *testing.T) {
 		t.Errorf("Diff of a floor = %v", got)
 	}
 }
+
+// An override keeps what it sets until reset, whether or not it equals the
+// file's value, as outflow does; adapt "on" sets only that adaptation is
+// on, so a file's change of the block's fields applies and is not held,
+// while any adapt field keeps adaptation on whatever the file says.
+func TestAdaptCovers(t *testing.T) {
+	override := func(changes ...string) Patch {
+		t.Helper()
+		var p Patch
+		for _, c := range changes {
+			q, err := ParsePatch([]byte(c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p = p.Merge(q)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		override Patch
+		paths    string
+		covers   map[string]bool
+	}{
+		{override(`{"outflow": "50/s"}`, `{"outflow": "20/s"}`), "outflow", map[string]bool{"outflow": true, "adapt": false}},
+		{override(`{"adapt": "off"}`, `{"adapt": "on"}`), "adapt", map[string]bool{"adapt": true, "adapt.floor": false, "adapt.per": false}},
+		{override(`{"adapt": "off"}`), "adapt", map[string]bool{"adapt": true, "adapt.floor": true}},
+		{override(`{"adapt": "off"}`, `{"adapt": {"per": "key"}}`), "adapt.per", map[string]bool{"adapt": true, "adapt.per": true, "adapt.floor": false}},
+		{override(`{"adapt": {"floor": "2/s"}}`), "adapt.floor", map[string]bool{"adapt": true, "adapt.floor": true, "adapt.latency": false}},
+	} {
+		if got := strings.Join(tc.override.Paths(), " "); got != tc.paths {
+			t.Errorf("override %+v: Paths() = %q, want %q", tc.override, got, tc.paths)
+		}
+		for path, want := range tc.covers {
+			if got := tc.override.Covers(path); got != want {
+				t.Errorf("override of %s: Covers(%s) = %v, want %v", tc.paths, path, got, want)
+			}
+		}
+	}
+}

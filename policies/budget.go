@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // Budget is a policy's retry budget: the share of a key's delivery slots
@@ -34,7 +36,7 @@ func ParseBudget(s string) (Budget, error) {
 	num, percent := strings.CutSuffix(t, "%")
 	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil || strings.ContainsAny(num, "xXpP_") {
-		return 0, fmt.Errorf("%q: %s", s, budgetWant)
+		return 0, fmt.Errorf("%q: %s%s", s, budgetWant, suggest.Hint(t, []string{"off"}))
 	}
 	if percent {
 		v /= 100

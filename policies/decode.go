@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // walker decodes the fields of one policy into a Patch: the values, their
@@ -123,6 +125,12 @@ func (w *walker) rate(field string, v *yaml.Node, flow bool) Rate {
 func (w *walker) total(field string, v *yaml.Node, flow bool) Rate {
 	if v.Kind == yaml.ScalarNode && (v.Value == "off" || v.Value == "") {
 		return Rate{}
+	}
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
+		if _, err := ParseRate(v.Value); err != nil && suggest.Hint(v.Value, []string{"off"}) != "" {
+			w.fail(field, v, flow, "%v%s", err, suggest.Hint(v.Value, []string{"off"})) // total: of
+			return Rate{}
+		}
 	}
 	return w.rate(field, v, flow)
 }

@@ -159,8 +159,10 @@
 //	policies.yaml:9:23: policy "orders": retry.attempts: 0: want at least 1
 //
 // A column follows the line only inside flow collections ({...}, [...]),
-// where one line holds several fields. Unknown fields are named with the
-// nearest known one when there is one ("did you mean"). A YAML syntax error
+// where one line holds several fields. Unknown fields, and words such as
+// overflow's or adapt.per's, are named with the nearest known one when
+// there is one ("did you mean", by the rule docs/policies.md gives, the
+// shaper's one for every name). A YAML syntax error
 // is reported alone, on the line where the document stops making sense.
 // Policy.Validate and Set.With report the same problems without a position.
 //

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // Load reads the policy file at path and parses it with Parse, naming path
@@ -200,7 +202,7 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 	}
 	field := strings.TrimSuffix(prefix, ".")
 	if n.Kind != yaml.MappingNode {
-		what := "a policy"
+		what, words := "a policy", []string(nil)
 		switch field {
 		case "":
 			if len(known) == 1 { // the file itself
@@ -209,13 +211,17 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 		case "deliver":
 			what = "a NATS subject or a mapping of " + strings.Join(known, ", ")
 		case "admit":
-			what = "off or a mapping of " + strings.Join(known, ", ")
+			what, words = "off or a mapping of "+strings.Join(known, ", "), []string{"off"}
 		case "adapt":
-			what = "on, off or a mapping of " + strings.Join(known, ", ")
+			what, words = "on, off or a mapping of "+strings.Join(known, ", "), []string{"on", "off"}
 		default:
 			what = "a mapping of " + strings.Join(known, ", ")
 		}
-		p.errorf(at(n, flow), field, "%s: want %s", kindName(n), what)
+		hint := ""
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+			hint = suggest.Hint(n.Value, words)
+		}
+		p.errorf(at(n, flow), field, "%s: want %s%s", kindName(n), what, hint)
 		return false
 	}
 	flow = flow || n.Style&yaml.FlowStyle != 0
@@ -235,7 +241,7 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 		}
 		name := k.Value
 		if !slices.Contains(known, name) {
-			p.errorf(at(k, flow), field, "unknown field %q%s", name, suggest(name, known))
+			p.errorf(at(k, flow), field, "unknown field %q%s", name, suggest.Hint(name, known))
 			continue
 		}
 		if line, dup := seen[name]; dup {

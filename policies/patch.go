@@ -1,6 +1,9 @@
 package policies
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Patch is a change to a policy: for each field of the policy and of its
 // blocks, whether it is left out, reset (null) or set, and to what. It is
@@ -215,9 +218,21 @@ func (p Patch) IsEmpty() bool { return len(p.Paths()) == 0 }
 
 // Covers reports whether p sets or resets the field at path, or a block
 // that holds it: a Patch that sets "admit" (off) covers "admit.limit".
+// adapt "on" covers only "adapt": it turns adaptation on and leaves the
+// block's fields to what lies below (the policy file); and since any field
+// of adapt turns it on, a Patch that sets one covers "adapt" too.
 func (p Patch) Covers(path string) bool {
+	a, _ := p.Adapt.Get()
+	on := a == AdaptPatch{On: true}
 	for _, q := range p.Paths() {
-		if q == path || len(path) > len(q) && path[:len(q)] == q && path[len(q)] == '.' {
+		switch {
+		case q == path:
+			return true
+		case strings.HasPrefix(path, q+"."):
+			if !(q == "adapt" && on) {
+				return true
+			}
+		case path == "adapt" && strings.HasPrefix(q, "adapt."):
 			return true
 		}
 	}

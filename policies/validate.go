@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/shaper-dev/shaper/internal/suggest"
 	"github.com/shaper-dev/shaper/limiter"
 )
 
@@ -78,7 +79,8 @@ func (p *Policy) validate() []*Error {
 		add("queue", "%d: want a whole number from %d to %d", p.Queue, minQueue, maxQueue)
 	}
 	if p.Overflow != OverflowReject && p.Overflow != OverflowDefer {
-		add("overflow", "%q: want %q or %q", p.Overflow, OverflowReject, OverflowDefer)
+		add("overflow", "%q: want %q or %q%s", p.Overflow, OverflowReject, OverflowDefer,
+			suggest.Hint(string(p.Overflow), []string{string(OverflowReject), string(OverflowDefer)}))
 	}
 	if (p.Total != Rate{}) {
 		if err := p.Total.check(); err != nil {
@@ -117,7 +119,8 @@ func (p *Policy) validate() []*Error {
 	}
 	switch {
 	case d.Mode != "" && d.Mode != DeliverConfirm && d.Mode != DeliverPublish:
-		add("deliver.mode", "%q: want %q (a consumer replies to each job: at least once) or %q (at most once)", d.Mode, DeliverConfirm, DeliverPublish)
+		add("deliver.mode", "%q: want %q (a consumer replies to each job: at least once) or %q (at most once)%s", d.Mode, DeliverConfirm, DeliverPublish,
+			suggest.Hint(string(d.Mode), []string{string(DeliverConfirm), string(DeliverPublish)}))
 	case d.Mode == DeliverPublish && d.Stream != "":
 		add("deliver.mode", "%q: a stream delivery waits for the stream's acknowledgement; leave mode out", d.Mode)
 	}
@@ -154,7 +157,7 @@ func (p *Policy) validate() []*Error {
 		if a.Algorithm == "" {
 			add("admit.algorithm", "missing: want one of %s", strings.Join(algorithms, ", "))
 		} else if !slices.Contains(algorithms, a.Algorithm) {
-			add("admit.algorithm", "%q: want one of %s%s", a.Algorithm, strings.Join(algorithms, ", "), suggest(a.Algorithm, algorithms))
+			add("admit.algorithm", "%q: want one of %s%s", a.Algorithm, strings.Join(algorithms, ", "), suggest.Hint(a.Algorithm, algorithms))
 		}
 		switch err := a.Limit.check(); {
 		case a.Limit.IsZero():
@@ -170,7 +173,7 @@ func (p *Policy) validate() []*Error {
 			add("admit.burst", "%s takes no burst: only %s do", a.Algorithm, strings.Join(bursting(), " and "))
 		}
 		if a.Fail != FailOpen && a.Fail != FailClosed {
-			add("admit.fail", "%q: want %q or %q", a.Fail, FailOpen, FailClosed)
+			add("admit.fail", "%q: want %q or %q%s", a.Fail, FailOpen, FailClosed, suggest.Hint(string(a.Fail), []string{string(FailOpen), string(FailClosed)}))
 		}
 	}
 	if a := p.Adapt; a != nil {

@@ -31,7 +31,7 @@ func (r *running) answer(t *testing.T, method, path, body string) (int, http.Hea
 }
 
 // Every error the API gives is a problem+json; a 404 for a policy names the
-// policies there are; deferred is said in 429s only; details say a thing once.
+// policies there are, and the one a typo was probably meant to be; deferred is said in 429s only; details say a thing once.
 func TestAnswers(t *testing.T) {
 	r := start(t, `
 policies:
@@ -43,7 +43,7 @@ policies:
     queue: 1
     overflow: defer
 `)
-	const known = "known: later, orders"
+	const known = `known: later, orders (did you mean "orders"?)` // the hint ends the message
 	for _, c := range []struct {
 		method, path, body string
 		code               int
@@ -87,7 +87,8 @@ policies:
 			t.Errorf("POST to the full key of %s = %d %v, want 429 with deferred %v", c.policy, code, body, c.kept)
 		}
 	}
-	// So do NATS replies: an unknown policy names the known ones, and only
+	// So do NATS replies: an unknown policy names the known ones (and the
+	// nearest), and only
 	// refusals say deferred.
 	reply, err := r.nc.Request("shaper.submit.ordrs.k", []byte("x"), 5*time.Second)
 	if err != nil {

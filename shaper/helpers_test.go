@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper"
 )
 
@@ -22,6 +25,25 @@ type running struct {
 	*testenv.Running
 	base string // http://host:port
 	nc   *nats.Conn
+}
+
+// startFile starts a Shaper serving the policy file yaml, which write
+// replaces (for a reload).
+func startFile(t testing.TB, yaml string) (r *running, write func(yaml string)) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	write = func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(yaml)
+	set, err := policies.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrap(t, testenv.Shaper(t, shaper.Config{Policies: set, PolicyFile: file})), write
 }
 
 func start(t testing.TB, yaml string, edit ...func(*shaper.Config)) *running {

@@ -25,7 +25,7 @@ import (
 func (t *table) lane(name string) client.Lane {
 	line := t.line(name)
 	if line == nil {
-		return client.Lane{Policy: name, Code: 404, Refused: "unknown policy " + httpapi.Quote(name)}
+		return client.Lane{Policy: name, Code: 404, Refused: httpapi.UnknownPolicy(name, t.names())}
 	}
 	open, refused := line.Gate.DirectLane()
 	p := line.Gate.Policy()

@@ -3,36 +3,18 @@ package shaper_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/shaper-dev/shaper/internal/testenv"
-	"github.com/shaper-dev/shaper/policies"
-	"github.com/shaper-dev/shaper/shaper"
 )
 
 // A live override is a patch over the file: a reload applies the file's
 // changes to the fields the override leaves out, and warns of each change
 // to a field it sets.
 func TestReloadUnderOverride(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "policies.yaml")
-	write := func(yaml string) {
-		t.Helper()
-		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n    retry: {attempts: 5, backoff: 2s}\n")
-	set, err := policies.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := wrap(t, testenv.Shaper(t, shaper.Config{Policies: set, PolicyFile: file}))
+	r, write := startFile(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n    retry: {attempts: 5, backoff: 2s}\n")
 	ctx := context.Background()
 	js, err := jetstream.New(r.nc)
 	if err != nil {
@@ -77,5 +59,46 @@ func TestReloadUnderOverride(t *testing.T) {
 	code, body := r.do(t, http.MethodDelete, "/v1/policies/p/override", "")
 	if code != 200 || body["outflow"] != "6/s" || body["retry"].(map[string]any)["backoff"] != "4s" || body["override"] != false {
 		t.Errorf("DELETE override = %d %v, want the reloaded file's policy", code, body)
+	}
+}
+
+// An override keeps each field it sets until it is reset, even at the
+// file's value: outflow set away and back, and adapt turned off and on
+// again, stay overridden, and a reload does not change them. adapt "on"
+// sets only that adaptation is on: a reload applies the file's floor, and
+// does not warn that it is held. Any adapt field keeps adaptation on
+// when the file drops its block, and the reload warns of that.
+func TestReloadUnderAdaptOverride(t *testing.T) {
+	r, write := startFile(t, "policies:\n  - name: p\n    outflow: 50/s\n    queue: 3\n    adapt: {floor: 5/s}\n  - name: q\n    outflow: 10/s\n    queue: 3\n    adapt: {floor: 2/s}\n")
+	for _, change := range []struct{ policy, body string }{
+		{"p", `{"adapt": "off"}`}, {"p", `{"adapt": "on"}`}, {"p", `{"outflow": "40/s"}`}, {"p", `{"outflow": "50/s"}`},
+		{"q", `{"adapt": {"tolerance": 2}}`},
+	} {
+		if code, body := r.do(t, http.MethodPut, "/v1/policies/"+change.policy, change.body); code != 200 {
+			t.Fatalf("PUT %s %s = %d %v", change.policy, change.body, code, body)
+		}
+	}
+	st := r.Status()
+	if p := st[0]; strings.Join(p.Overridden, " ") != "outflow adapt" || p.Adapt == nil || p.Adapt.Floor.String() != "5/s" {
+		t.Errorf("p after outflow and adapt went back to the file's: overridden %v, adapt %+v; want outflow and adapt overridden, the file's block", p.Overridden, p.Adapt)
+	}
+
+	write("policies:\n  - name: p\n    outflow: 60/s\n    queue: 3\n    adapt: {floor: 4/s}\n  - name: q\n    outflow: 10/s\n    queue: 3\n")
+	rep, err := r.Reload(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantChanged := "p: adapt.floor 5/s → 4/s; q: adapt.floor 2/s → default"
+	wantWarnings := "p: outflow 50/s → 60/s: not applied, the live override sets it (DELETE /v1/policies/p/override to use the file); " +
+		"q: adapt per key floor 2/s latency learned tolerance 1.5 → none: not applied, the live override sets it (DELETE /v1/policies/q/override to use the file)"
+	if strings.Join(rep.Changed, "; ") != wantChanged || strings.Join(rep.Warnings, "; ") != wantWarnings {
+		t.Errorf("Reload report:\n changed %q\nwarnings %q\nwant\n changed %q\nwarnings %q", rep.Changed, rep.Warnings, wantChanged, wantWarnings)
+	}
+	st = r.Status()
+	if p := st[0]; p.Outflow.String() != "50/s" || p.Adapt == nil || p.Adapt.Floor.String() != "4/s" {
+		t.Errorf("p after the reload: outflow %s, adapt %+v; want the override's 50/s, the file's floor 4/s", p.Outflow, p.Adapt)
+	}
+	if q := st[1]; q.Adapt == nil || q.Adapt.Tolerance != 2 {
+		t.Errorf("q after the reload: adapt %+v; want on, with the override's tolerance 2", q.Adapt)
 	}
 }

@@ -111,7 +111,7 @@ func New(cfg Config) (*Shaper, error) {
 	}
 	s.recorder = recording.New(recording.Config{
 		Instance: cfg.InstanceID,
-		Known:    func(name string) bool { return s.policies.line(name) != nil },
+		Policies: s.policies.names,
 		Logger:   cfg.Logger,
 	})
 	s.ingress = ingress.New(ingress.Config{

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -240,29 +241,50 @@ func policiesCommand() *cli.Command {
 					return cli.Exit(err.Error(), exitBadPolicies)
 				}
 				for _, p := range set.Policies() {
-					line := fmt.Sprintf("%s: outflow %s per key, queue %d, overflow %s", p.Name, p.Outflow, p.Queue, p.Overflow)
-					if !p.Total.IsZero() {
-						line += ", total " + p.Total.String()
-					}
-					if n := p.Parts(); n > 1 {
-						line += fmt.Sprintf(", %d partitions", n)
-					}
-					if c := p.Concurrency; c.Key > policies.DefaultConcurrencyKey || c.Total > 0 {
-						line += fmt.Sprintf(", %d awaiting receipt per key", c.Key)
-						if c.Total > 0 {
-							line += fmt.Sprintf(" (%d in all)", c.Total)
-						}
-					}
-					if p.Deliver.Webhook != "" {
-						line += ", webhook " + p.Deliver.Webhook
-					} else {
-						line += ", deliver " + p.DeliverSubject() + ".<key>"
-					}
-					fmt.Fprintln(c.App.Writer, line)
+					fmt.Fprintln(c.App.Writer, checkLine(p))
 				}
 				fmt.Fprintf(c.App.Writer, "%s: %d policies OK\n", c.Args().First(), len(set.Policies()))
 				return nil
 			},
 		}},
 	}
+}
+
+// checkLine is policy p in a line, as policies check prints it: the
+// fields every policy has, and those of the others that p sets
+// (partitions, adapt and concurrency only when not the default).
+func checkLine(p policies.Policy) string {
+	line := fmt.Sprintf("%s: outflow %s per key, queue %d, overflow %s", p.Name, p.Outflow, p.Queue, p.Overflow)
+	if !p.Total.IsZero() {
+		line += ", total " + p.Total.String()
+	}
+	if n := p.Parts(); n > 1 {
+		line += fmt.Sprintf(", %d partitions", n)
+	}
+	if a := p.Adapt; a != nil {
+		line += fmt.Sprintf(", adapt per %s", a.Per)
+		var set []string
+		if !a.Floor.IsZero() {
+			set = append(set, "floor "+a.Floor.String())
+		}
+		if a.Latency != 0 {
+			set = append(set, "latency "+a.Latency.String())
+		}
+		if a.Tolerance != policies.DefaultAdaptTolerance {
+			set = append(set, "tolerance "+strconv.FormatFloat(a.Tolerance, 'g', -1, 64))
+		}
+		if len(set) > 0 {
+			line += " (" + strings.Join(set, ", ") + ")"
+		}
+	}
+	if c := p.Concurrency; c.Key > policies.DefaultConcurrencyKey || c.Total > 0 {
+		line += fmt.Sprintf(", %d awaiting receipt per key", c.Key)
+		if c.Total > 0 {
+			line += fmt.Sprintf(" (%d in all)", c.Total)
+		}
+	}
+	if p.Deliver.Webhook != "" {
+		return line + ", webhook " + p.Deliver.Webhook
+	}
+	return line + ", deliver " + p.DeliverSubject() + ".<key>"
 }

@@ -76,7 +76,7 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 		return err
 	}
 	if overridden {
-		fmt.Fprintln(w, "* tuned live: differs from the policy file (shaper policies reset NAME)")
+		fmt.Fprintln(w, "* tuned live: a live override sets some fields, until reset (shaper policies reset NAME)")
 	}
 	for _, p := range all {
 		if line := drainedBy(p); line != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shaper-dev/shaper/drain/downstream"
+	"github.com/shaper-dev/shaper/internal/suggest"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/replay"
@@ -90,7 +91,12 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 	}
 	p, ok := set.Lookup(t.policy)
 	if !ok {
-		return t, cli.Exit(fmt.Sprintf("tune: --policy: %s has no policy %q", c.String("policy-file"), t.policy), 2)
+		var names []string
+		for _, p := range set.Policies() {
+			names = append(names, p.Name)
+		}
+		return t, cli.Exit(fmt.Sprintf("tune: --policy: %s has no policy %q; it has %s%s", c.String("policy-file"), t.policy,
+			strings.Join(names, ", "), suggest.Hint(t.policy, names)), 2)
 	}
 	f, err := os.Open(t.trace)
 	if err != nil {

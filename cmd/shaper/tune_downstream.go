@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shaper-dev/shaper/drain/downstream"
+	"github.com/shaper-dev/shaper/internal/suggest"
 	"github.com/shaper-dev/shaper/policies"
 )
 
@@ -63,7 +64,7 @@ func adaptsFrom(list string, p policies.Policy) ([]*policies.Adapt, error) {
 			}
 			out = append(out, &a)
 		default:
-			return nil, fmt.Errorf("--adapt: %q: want off, key or policy", s)
+			return nil, fmt.Errorf("--adapt: %q: want off, key or policy%s", s, suggest.Hint(s, []string{"off", string(policies.AdaptPerKey), string(policies.AdaptPerPolicy)}))
 		}
 	}
 	if len(out) == 0 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // ExitUsage is the exit code of a bad command line: an unknown command or
@@ -117,8 +119,27 @@ func unrequire(f cli.Flag) bool {
 }
 
 // usageError is the OnUsageError of every command.
+// An unknown flag gets the hint of the flag it was probably meant to be.
 func usageError(c *cli.Context, err error, _ bool) error {
-	return cli.Exit(fmt.Sprintf("%s: %v (see %s --help)", fullName(c), err, fullName(c)), ExitUsage)
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg += suggest.FlagHint(strings.TrimPrefix(name, "-"), flagNames(c))
+	}
+	return cli.Exit(fmt.Sprintf("%s: %s (see %s --help)", fullName(c), msg, fullName(c)), ExitUsage)
+}
+
+// flagNames lists the names of the flags of c's command (the app's at the
+// top), aliases too.
+func flagNames(c *cli.Context) []string {
+	flags := c.App.Flags
+	if c.Command != nil && c.Command.Name != "" {
+		flags = c.Command.Flags
+	}
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	return names
 }
 
 // unknownCommand is the action of a command that only groups others: with
@@ -135,8 +156,8 @@ func unknownCommand(name string, commands []*cli.Command, help func(*cli.Context
 				names = append(names, cmd.Name)
 			}
 		}
-		return cli.Exit(fmt.Sprintf("%s: no command %q; the commands are %s (see %s --help)",
-			name, c.Args().First(), strings.Join(names, ", "), name), ExitUsage)
+		return cli.Exit(fmt.Sprintf("%s: no command %q; the commands are %s%s (see %s --help)",
+			name, c.Args().First(), strings.Join(names, ", "), suggest.Hint(c.Args().First(), names), name), ExitUsage)
 	}
 }
 

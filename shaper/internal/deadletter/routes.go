@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/internal/suggest"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
@@ -339,7 +340,7 @@ func (s *Store) filterOf(w http.ResponseWriter, r *http.Request) (filter, bool) 
 		return bad(http.StatusNotFound, httpapi.UnknownPolicy(f.policy, s.cfg.Policies()))
 	}
 	if f.reason != "" && !slices.Contains(reasons, f.reason) {
-		return bad(http.StatusBadRequest, "reason "+httpapi.Quote(f.reason)+": want attempts, deadline, delivery or undecodable")
+		return bad(http.StatusBadRequest, "reason "+httpapi.Quote(f.reason)+": want attempts, deadline, delivery or undecodable"+suggest.Hint(f.reason, reasons))
 	}
 	if f.key != "" {
 		tok, err := queue.EncodeKey(f.key)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // Problem is an RFC 9457 problem detail with the shaper's extension members.
@@ -84,12 +86,12 @@ func CeilMs(d time.Duration) int64 {
 }
 
 // UnknownPolicy is the detail of a 404 for policy, naming the policies
-// known (sorted).
+// known (sorted), and the one it was probably meant to be (suggest.Hint).
 func UnknownPolicy(policy string, known []string) string {
 	if len(known) == 0 {
 		return "unknown policy " + Quote(policy) + "; no policies are served"
 	}
-	return "unknown policy " + Quote(policy) + "; known: " + strings.Join(known, ", ")
+	return "unknown policy " + Quote(policy) + "; known: " + strings.Join(known, ", ") + suggest.Hint(policy, known)
 }
 
 // Quote quotes s for a message, cut to 64 runes.

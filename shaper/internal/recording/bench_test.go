@@ -11,7 +11,7 @@ import (
 // records the policy (one atomic load), and while somebody does (a row
 // appended under the policy's lock; the batches are not published here).
 func BenchmarkObserve(b *testing.B) {
-	r := New(Config{Known: func(string) bool { return true }})
+	r := New(Config{Policies: func() []string { return []string{"p"} }})
 	observe := r.Observe("p")
 	now := time.Now()
 	b.Run("off", func(b *testing.B) {

@@ -26,6 +26,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ import (
 
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/traffic"
 )
 
@@ -57,9 +59,9 @@ type Config struct {
 	Subject string
 	// Instance names this shaper in batches and replies.
 	Instance string
-	// Known reports whether this shaper serves the named policy. Default:
-	// none (every request is refused).
-	Known func(policy string) bool
+	// Policies returns the names of the policies this shaper serves,
+	// sorted. Default: none (every request is refused).
+	Policies func() []string
 	// Logger receives failures to publish. Default: discard.
 	Logger *slog.Logger
 }
@@ -96,8 +98,8 @@ func New(cfg Config) *Recorder {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Known == nil {
-		cfg.Known = func(string) bool { return false }
+	if cfg.Policies == nil {
+		cfg.Policies = func() []string { return nil }
 	}
 	return &Recorder{cfg: cfg, policies: make(map[string]*policyRecorder), kick: make(chan struct{}, 1)}
 }
@@ -176,11 +178,12 @@ func (r *Recorder) handle(m *nats.Msg) {
 	name := strings.TrimPrefix(m.Subject, r.cfg.Subject+".")
 	reply := client.RecordReply{Instance: r.cfg.Instance}
 	var req client.RecordRequest
+	served := r.cfg.Policies()
 	switch {
 	case json.Unmarshal(m.Data, &req) != nil || req.ForMs <= 0:
 		reply.Error = `bad request: want {"for_ms": N} with N > 0`
-	case !r.cfg.Known(name):
-		reply.Error = "unknown policy " + strconv.Quote(name)
+	case !slices.Contains(served, name):
+		reply.Error = httpapi.UnknownPolicy(name, served)
 	default:
 		d := min(time.Duration(req.ForMs)*time.Millisecond, MaxFor)
 		r.policy(name).until.Store(time.Now().Add(d).UnixNano())

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper"
+)
+
+const hintPolicies = `
+policies:
+  - name: orders
+    outflow: 20/s
+    queue: 100
+  - name: tenants
+    outflow: 50/s
+    queue: 1000
+    adapt: {per: key, floor: 5/s}
+  - name: reports
+    outflow: 10/s
+    total: 50/s
+    queue: 100
+    adapt: {per: policy, floor: 5/s, latency: 300ms}
+`
+
+// An outflow (or total) under the adapt floor is refused naming both and
+// what to change, in a file with its line, live without changing a thing.
+func TestOutflowUnderFloor(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("policies:\n  - name: tenants\n    outflow: 1/s\n    queue: 10\n    adapt:\n      floor: 2/s\n"), 0o644)
+	_, _, err := runCLI(t, "policies", "check", bad)
+	want := `bad.yaml:6: policy "tenants": adapt.floor: 2/s is above outflow 1/s, the ceiling it adapts under: lower adapt.floor to at most 1/s, or raise outflow to at least 2/s`
+	if exitCode(err) != exitBadPolicies || err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check %s = %v, want exit %d saying %q", bad, err, exitBadPolicies, want)
+	}
+
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, hintPolicies)})
+	addr := s.HTTPAddr()
+	refused(t, s, []refusal{
+		{[]string{"policies", "set", "tenants", "--outflow", "2/s"}, `policy "tenants": adapt.floor: 5/s is above outflow 2/s, the ceiling it adapts under: lower adapt.floor to at most 2/s, or raise outflow to at least 5/s`},
+		{[]string{"policies", "set", "reports", "--total", "3/s"}, `policy "reports": adapt.floor: 5/s is above total 3/s, the ceiling it adapts under: lower adapt.floor to at most 3/s, or raise total to at least 5/s`},
+		{[]string{"policies", "set", "tenants", "--adapt-floor", "60/s"}, `adapt.floor: 60/s is above outflow 50/s`},
+	})
+	// Doing what the error says works.
+	out, _, err := runCLI(t, "policies", "set", "tenants", "--outflow", "2/s", "--adapt-floor", "2/s", "--http", addr)
+	if err != nil || !strings.Contains(out, "tenants: outflow 2/s per key") {
+		t.Errorf("policies set tenants --outflow 2/s --adapt-floor 2/s = %q, %v", out, err)
+	}
+}
+
+// policies check shows an adapt block as it shows concurrency: what it
+// adapts, and the fields not at their default.
+func TestPoliciesCheckAdapt(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(file, []byte(hintPolicies+"  - {name: plain, outflow: 1/s, queue: 1, adapt: on, concurrency: {key: 2}}\n"), 0o644)
+	out, _, err := runCLI(t, "policies", "check", file)
+	for _, want := range []string{
+		"orders: outflow 20/s per key, queue 100, overflow reject, deliver shaper.out.orders.<key>\n",
+		"tenants: outflow 50/s per key, queue 1000, overflow reject, adapt per key (floor 5/s), deliver shaper.out.tenants.<key>\n",
+		"reports: outflow 10/s per key, queue 100, overflow reject, total 50/s, adapt per policy (floor 5/s, latency 300ms), deliver shaper.out.reports.<key>\n",
+		"plain: outflow 1/s per key, queue 1, overflow reject, adapt per key, 2 awaiting receipt per key, deliver shaper.out.plain.<key>\n",
+	} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("policies check = %q, %v; want the line %q", out, err, want)
+		}
+	}
+}
+
+// Every name a command line or a policy file gets wrong is answered with
+// the same hint, by the same rule: policies, fields, flag values, --reset
+// fields, commands and flags.
+func TestDidYouMean(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, hintPolicies)})
+	refused(t, s, []refusal{
+		{[]string{"policies", "set", "ordrs", "--outflow", "5/s"}, `unknown policy "ordrs"; known: orders, reports, tenants (did you mean "orders"?)`},
+		{[]string{"policies", "reset", "Tenants"}, `unknown policy "Tenants"; known: orders, reports, tenants (did you mean "tenants"?)`},
+		{[]string{"policies", "set", "orders", "--adapt", "onn"}, `want on, off or a mapping of per, floor, latency, tolerance (did you mean "on"?)`},
+		{[]string{"policies", "set", "orders", "--adapt-per", "polcy"}, `or "policy" (the total adapts) (did you mean "policy"?)`},
+		{[]string{"policies", "set", "orders", "--overflow", "rejct"}, `overflow: "rejct": want "reject" or "defer" (did you mean "reject"?)`},
+		{[]string{"policies", "set", "orders", "--total", "of"}, `(did you mean "off"?)`},
+		{[]string{"policies", "set", "orders", "--reset", "outflw"}, `unknown field "outflw" (did you mean "outflow"?)`},
+		{[]string{"policies", "set", "orders", "--reset", "adapt.flor"}, `adapt: unknown field "flor" (did you mean "floor"?)`},
+		{[]string{"dead", "list", "--reason", "deadlin"}, `reason "deadlin": want attempts, deadline, delivery or undecodable (did you mean "deadline"?)`},
+		{[]string{"policies", "chek"}, `no command "chek"; the commands are set, reset, check (did you mean "check"?) (see shaper policies --help)`},
+		{[]string{"policies", "set", "orders", "--adapt-flor", "2/s"}, `flag provided but not defined: -adapt-flor (did you mean "--adapt-floor"?)`},
+	})
+
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(file, []byte(hintPolicies), 0o644)
+	_, _, err := runCLI(t, "tune", "--policy-file", file, "--policy", "tenant", "--trace", file)
+	if want := `has no policy "tenant"; it has orders, tenants, reports (did you mean "tenants"?)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("tune --policy tenant = %v, want an error saying %q", err, want)
+	}
+	if _, err := adaptsFrom("off,kye", policies.Policy{}); err == nil || !strings.Contains(err.Error(), `"kye": want off, key or policy (did you mean "key"?)`) {
+		t.Errorf(`tune --adapt off,kye: %v, want the hint "key"`, err)
+	}
+}
+
+// refusal is a command line and part of the error it must end in.
+type refusal struct {
+	args []string
+	want string
+}
+
+// refused runs each command line against s (those that ask the shaper
+// with its --http), checks that it fails saying what it must, and that the
+// policies did not change.
+func refused(t *testing.T, s *testenv.Running, cases []refusal) {
+	t.Helper()
+	before := s.Status()
+	for _, tc := range cases {
+		args := tc.args
+		if len(args) > 1 && (args[1] == "set" || args[1] == "reset" || args[0] == "dead") {
+			args = append(args[:len(args):len(args)], "--http", s.HTTPAddr())
+		}
+		_, _, err := runCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s = %v, want an error saying %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	for i, p := range s.Status() {
+		if policies.Diff(before[i].Policy, p.Policy) != nil || p.Override {
+			t.Errorf("refused commands changed %s: %v", p.Name, policies.Diff(before[i].Policy, p.Policy))
+		}
+	}
+}
