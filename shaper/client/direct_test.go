@@ -122,16 +122,23 @@ func TestDirectLaneDelivers(t *testing.T) {
 	defer mu.Unlock()
 	for _, k := range keys {
 		var order []string
-		var prev time.Time
+		var at []time.Time
 		for _, g := range got {
 			if g.key != k {
 				continue
 			}
 			order = append(order, g.payload)
-			if !prev.IsZero() && g.at.Sub(prev) < 40*time.Millisecond {
-				t.Errorf("key %q: deliveries %v apart, want the 50 ms of 20/s", k, g.at.Sub(prev))
+			at = append(at, g.at)
+		}
+		// 20/s: at most ⌈T·rate⌉+1 deliveries in any window T, so the
+		// arrivals of jobs i and j are at least j−i−1 slots of 50 ms
+		// apart, however late one of them arrived.
+		for i := range at {
+			for j := i + 1; j < len(at); j++ {
+				if gap := at[j].Sub(at[i]); gap < time.Duration(j-i-1)*50*time.Millisecond {
+					t.Errorf("key %q: deliveries %d and %d %v apart, want at least %d slots of 50 ms (20/s)", k, i, j, gap, j-i-1)
+				}
 			}
-			prev = g.at
 		}
 		if strings.Join(order, " ") != "0 1 2 3 4 5" {
 			t.Errorf("key %q: delivered %v, want 0 to 5 in order", k, order)
