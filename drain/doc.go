@@ -32,10 +32,16 @@
 // reads the key's next job; with Pace.Concurrency.Key above 1 the delivery
 // leaves the step (see Concurrency). Because
 // the head is read ahead, a delivery starts at its slot without waiting on
-// the queue. A key whose slots are more than twice headLead (250 ms) apart
-// reads its next job headLead before its slot, in a step of its own, so
-// that a key waiting for a far slot keeps no job in memory; a step's own
-// state comes from a pool and goes back to it when the key is released. The head is read by the exact sequence Watch reported for the
+// the queue. The read of the next head needs nothing of the removal or the
+// delivery, so a started Drainer runs it alongside them, on a goroutine of
+// its own, and drops it when the job delivered stays the head (its
+// delivery failed). After a head whose last attempt failed, the read
+// waits for the attempt's end, as it is likely to be dropped. A key whose
+// slots are more than twice headLead (250 ms) apart reads its next job
+// headLead before its slot instead, in a step of its own, so that a key
+// waiting for a far slot keeps no job in memory; a step's own state comes
+// from a pool and goes back to it when the key is released. The head is
+// read by the exact sequence Watch reported for the
 // key (one index lookup), never by searching the key's subject, which would
 // scan every job stored after the key's last one, of all keys. Watch
 // reports every job from the queue's first, also while the Drainer is

@@ -16,7 +16,8 @@ import (
 // head. Freeing first means that a job is handed to the sink only once the
 // key's job delivered before has left the queue: a drainer killed at any
 // moment leaves at most one delivered job per key stored, which is all a
-// take-over delivers again. The scheduler fills in the plan under the
+// take-over delivers again. The read needs neither, and a started Drainer
+// runs it alongside them (planRead). The scheduler fills in the plan under the
 // Drainer's lock; run does the I/O without it; complete applies the results
 // under it again.
 type step struct {
@@ -34,6 +35,7 @@ type step struct {
 	from       uint64
 	exact      []uint64        // read the head at the first of these sequences still stored; seeking, skip these
 	seek       bool            // read the first job of the key stored from `from` on (Queue.Next)
+	alongside  bool            // read the head on a goroutine of its own, alongside the removals and the hand-over
 	resume     bool            // ask Config.Resume about a head stored before activation
 	resumeUpTo uint64          // the queue's last sequence at activation (0: ask it)
 	activation uint64          // the activation resumeUpTo belongs to
@@ -95,9 +97,36 @@ func (s *step) held() bool { return s.deliver != nil && len(s.remove) > 0 && !s.
 func (s *step) resumed() bool { return s.resume && s.head != nil && s.head.Seq <= s.resumeUpTo }
 
 // run does s's I/O, without the Drainer's lock, and reports a delivery or
-// a dead letter as soon as it happened.
+// a dead letter as soon as it happened. A read planned alongside the rest
+// (planRead) runs on a goroutine of its own; when the job it comes after
+// stays the head (its delivery failed, was held or fenced), it is dropped,
+// as if it had not been made.
 func (d *Drainer) run(ctx context.Context, s *step) {
 	qctx := s.queueCtx(ctx)
+	var read chan struct{}
+	if s.read && s.alongside {
+		read = make(chan struct{}, 1)
+		go func() {
+			d.readHead(ctx, qctx, s)
+			read <- struct{}{}
+		}()
+	}
+	d.handOver(ctx, qctx, s)
+	switch {
+	case read != nil:
+		<-read
+		if !s.read {
+			s.head, s.readErr, s.missing, s.before = nil, nil, s.missing[:0], 0
+		}
+	case s.read:
+		d.readHead(ctx, qctx, s)
+	}
+}
+
+// handOver does s's I/O but the read of the head: the removals, then the
+// delivery or the dead letter. It clears s.read when the job the read
+// comes after stays the head.
+func (d *Drainer) handOver(ctx, qctx context.Context, s *step) {
 	if len(s.remove) > 0 {
 		s.removeOK = true
 		for _, seq := range s.remove {
@@ -155,9 +184,6 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 					Enqueued: s.deadLetter.EnqueuedAt, Reason: s.reason, Started: d.clock.Now()})
 			}
 		}
-	}
-	if s.read {
-		d.readHead(ctx, qctx, s)
 	}
 }
 
@@ -240,6 +266,14 @@ func (d *Drainer) planRead(k *keyState, s *step) {
 	if d.cfg.Resume != nil && k.resumeLeft > 0 {
 		s.resume, s.resumeUpTo, s.activation = true, d.resumeUpTo, d.activation
 	}
+	// A started Drainer reads the head alongside the step's other I/O: the
+	// read needs nothing of the removals or the hand-over, so a step waits
+	// for two round trips instead of three. Not after a head whose last
+	// attempt failed: that one is likely to stay the head, and the read to
+	// be dropped (a subject without consumers is probed every few seconds).
+	other := len(s.remove) > 0 || s.deadLetter != nil || s.deliver != nil && s.flight == nil
+	failed := s.deliver != nil && s.job == headJob && (k.head.retrying || len(k.head.history) > 0)
+	s.alongside = d.mode == modeStarted && other && !failed
 }
 
 // applyRead applies the read of k's head by s at now; a failed read is

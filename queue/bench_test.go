@@ -28,16 +28,8 @@ var benchPayload = bytes.Repeat([]byte("x"), 128)
 // subject stream) with a raw synchronous js.Publish of the same payload to a
 // plain stream on the same server.
 func BenchmarkAdmit(b *testing.B) {
-	s := testenv.NATS(b)
-	js, err := jetstream.New(testenv.Connect(b, s))
-	if err != nil {
-		b.Fatal(err)
-	}
+	js, q := benchQueue(b)
 	ctx := context.Background()
-	q, err := queue.Open(ctx, js, "bench", 1_000_000, queue.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage,
 	}); err != nil {
@@ -77,4 +69,19 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		})
 	})
+}
+
+// benchQueue starts a JetStream server and opens a queue on it with room
+// for a million jobs per key.
+func benchQueue(b *testing.B) (jetstream.JetStream, *queue.Queue) {
+	b.Helper()
+	js, err := jetstream.New(testenv.Connect(b, testenv.NATS(b)), jetstream.WithPublishAsyncMaxPending(1024))
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := queue.Open(context.Background(), js, "bench", 1_000_000, queue.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return js, q
 }

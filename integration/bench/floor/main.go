@@ -91,7 +91,7 @@ func main() {
 	fs.IntVar(&cfg.fetchers, "fetchers", 32, "the floor worker's fetches in flight (so deliveries in flight)")
 	fs.IntVar(&cfg.batch, "batch", 256, "the floor worker's messages per fetch")
 	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited")
-	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the shaper over its paced runs' measurements to DIR/paced.cpu.pprof (embedded JetStream) and DIR/pacedx.cpu.pprof (on the floor's nats-server)")
+	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the shaper to DIR: unpaced.cpu.pprof over its unpaced run, paced.cpu.pprof (embedded JetStream) and pacedx.cpu.pprof (on the floor's nats-server) over its paced runs' measurements")
 	fs.StringVar(&cfg.natsBin, "nats-server-bin", "", "a nats-server binary to use instead of building the module's")
 	cfg.AddFlags(fs, "builds")
 	fs.Parse(os.Args[1:])

@@ -70,8 +70,9 @@ func (b *bench) startConsumer(ctx context.Context, name, url, subject string, ex
 // holding the first deliveries of a full pipeline (it waits for the first
 // to arrive), or a floor worker that has not fetched yet. It waits until c
 // has taken every job, and returns the row with the CPU time of server
-// (the server side) and of the consumer meanwhile.
-func (b *bench) unpaced(ctx context.Context, what string, c, release *benchkit.Proc, server []*benchkit.Proc, jobs int) (row, error) {
+// (the server side) and of the consumer meanwhile. during runs from the
+// release on; the row waits for it, and its error fails the row.
+func (b *bench) unpaced(ctx context.Context, what string, c, release *benchkit.Proc, server []*benchkit.Proc, jobs int, during func() error) (row, error) {
 	if release == c {
 		if _, err := c.Expect(ctx, "first", benchkit.Phase(jobs)); err != nil {
 			return row{}, err
@@ -89,6 +90,8 @@ func (b *bench) unpaced(ctx context.Context, what string, c, release *benchkit.P
 	if err := release.Send("go"); err != nil {
 		return row{}, err
 	}
+	done := make(chan error, 1)
+	go func() { done <- during() }()
 	rest, err := c.Expect(ctx, "done", benchkit.Phase(jobs))
 	if err != nil {
 		return row{}, err
@@ -97,6 +100,9 @@ func (b *bench) unpaced(ctx context.Context, what string, c, release *benchkit.P
 	c1, err := sample(all)
 	if err != nil {
 		return row{}, err
+	}
+	if err := <-done; err != nil {
+		return row{}, fmt.Errorf("%s: %w", what, err)
 	}
 	r := row{what: what, secs: secs}
 	if _, err := fmt.Sscan(rest, &r.n, &r.dups); err != nil {
@@ -134,7 +140,7 @@ func (b *bench) floor(ctx context.Context, ns *benchkit.Proc, url string, js jet
 		acks = "acks not awaited"
 	}
 	what := fmt.Sprintf("floor: JetStream work-queue pull consumer, batches of %d, %d in flight, %s", cfg.batch, cfg.fetchers, acks)
-	return b.unpaced(ctx, what, c, w, []*benchkit.Proc{ns, w}, cfg.jobs)
+	return b.unpaced(ctx, what, c, w, []*benchkit.Proc{ns, w}, cfg.jobs, func() error { return nil })
 }
 
 // floorPaced measures the NATS floor handing off at the paced run's rate
@@ -296,7 +302,17 @@ func (b *bench) shaperUnpaced(ctx context.Context) (row, error) {
 		return row{}, fmt.Errorf("preload: %w", err)
 	}
 	b.logf("shaper, unpaced: %d jobs admitted in %.1f s", cfg.jobs, time.Since(start).Seconds())
-	return b.unpaced(ctx, b.shaperWhat("unpaced, confirmed delivery"), c, c, []*benchkit.Proc{s.P}, cfg.jobs)
+	// With -profile, a CPU profile of the shaper from the release on, for
+	// as long as the unpaced run takes at 5,000 deliveries a second (the
+	// seconds it outlasts the run are idle: they add no samples).
+	profile := func() error { return nil }
+	if cfg.profile != "" {
+		profile = func() error {
+			secs := (cfg.jobs + 4999) / 5000
+			return s.Profile(ctx, fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(cfg.profile, "unpaced.cpu.pprof"))
+		}
+	}
+	return b.unpaced(ctx, b.shaperWhat("unpaced, confirmed delivery"), c, c, []*benchkit.Proc{s.P}, cfg.jobs, profile)
 }
 
 // shaperWhat names a shaper row with its settings.
