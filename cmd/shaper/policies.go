@@ -108,6 +108,15 @@ func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
 				}
 				block := map[string]any{}
 				m[p], m = block, block
+			case string:
+				if sub == "on" {
+					// --adapt on with fields of adapt: the fields turn it
+					// on, keeping the file's others, as on alone does.
+					block := map[string]any{}
+					m[p], m = block, block
+					continue
+				}
+				return fmt.Errorf("%s: %s is %s by another flag, which leaves none of its fields to change", flag, p, sub)
 			default:
 				return fmt.Errorf("%s: %s is %v: it cannot be changed too", flag, p, sub)
 			}

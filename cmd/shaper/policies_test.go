@@ -73,6 +73,11 @@ policies:
 	if got := policy(); err != nil || got.Adapt != nil || !strings.Contains(out, "adapt: off") {
 		t.Errorf("policies set --adapt off = %q, %v; adapt %+v", out, err, got.Adapt)
 	}
+	// --adapt on with adapt's fields: the fields turn it on, as alone.
+	out, _, err = runCLI(t, "policies", "set", "p", "--adapt", "on", "--adapt-floor", "3/s", "--http", addr)
+	if got := policy(); err != nil || got.Adapt == nil || got.Adapt.Floor != (policies.Rate{N: 3, Per: time.Second}) {
+		t.Errorf("policies set --adapt on --adapt-floor 3/s = %q, %v; adapt %+v", out, err, got.Adapt)
+	}
 	if _, _, err = runCLI(t, "policies", "set", "p", "--reset", "adapt", "--http", addr); err != nil || policy().Override {
 		t.Errorf("policies set --reset adapt = %v, override %v; want the file's policy", err, policy().Override)
 	}
@@ -100,7 +105,7 @@ policies:
 		{[]string{"--admit", "on"}, `admit: "on": want off or a mapping`},
 		{[]string{"--adapt", "maybe"}, `adapt: "maybe": want on, off or a mapping`},
 		{[]string{"--adapt-per", "tenant"}, `adapt.per: "tenant": want "key"`},
-		{[]string{"--adapt", "on", "--adapt-floor", "1/s"}, "--adapt-floor: adapt is on: it cannot be changed too"},
+		{[]string{"--adapt", "off", "--adapt-floor", "1/s"}, "--adapt-floor: adapt is off by another flag, which leaves none of its fields to change"},
 		{[]string{"--adapt-floor", "100/s"}, "400"}, // above the outflow: the shaper refuses it
 		{[]string{"--reset", "retry", "--retry-attempts", "2"}, "--reset: retry is already changed by another flag"},
 		{[]string{"--reset", "queue", "--queue", "2"}, "--reset: queue is already changed by another flag"},
