@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -211,6 +213,13 @@ func policiesCommand() *cli.Command {
 					return err
 				}
 				p, err := api.SetPolicy(c.Context, c.Args().First(), change)
+				var refused *client.Error
+				if errors.As(err, &refused) && refused.StatusCode == http.StatusBadRequest {
+					// A value the shaper refuses is a bad command line
+					// too, whichever side could tell: exit 2, as the
+					// values this command checks itself.
+					return cli.Exit("shaper policies set: "+refused.Problem.Detail, cmdline.ExitUsage)
+				}
 				if err != nil {
 					return apiError(err)
 				}

@@ -106,15 +106,16 @@ policies:
 		{[]string{"--adapt", "maybe"}, `adapt: "maybe": want on, off or a mapping`},
 		{[]string{"--adapt-per", "tenant"}, `adapt.per: "tenant": want "key"`},
 		{[]string{"--adapt", "off", "--adapt-floor", "1/s"}, "--adapt-floor: adapt is off by another flag, which leaves none of its fields to change"},
-		{[]string{"--adapt-floor", "100/s"}, "400"}, // above the outflow: the shaper refuses it
+		{[]string{"--adapt-floor", "100/s"}, "adapt.floor: 100/s is above outflow 5/s"}, // the shaper refuses it
 		{[]string{"--reset", "retry", "--retry-attempts", "2"}, "--reset: retry is already changed by another flag"},
 		{[]string{"--reset", "queue", "--queue", "2"}, "--reset: queue is already changed by another flag"},
 		{[]string{"--reset", "retry", "--reset", "retry.backoff"}, "--reset: retry is reset: it cannot be changed too"},
-		{[]string{"--retry-backoff", "5m"}, "400"}, // more than max_backoff: the shaper refuses it
+		{[]string{"--retry-backoff", "5m"}, "retry.backoff: 5m0s is more than max_backoff"}, // the shaper refuses it
 	} {
 		_, _, err := runCLI(t, append([]string{"policies", "set", "p", "--http", addr}, bad.args...)...)
-		if err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("policies set %s = %v, want an error containing %q", strings.Join(bad.args, " "), err, bad.want)
+		if err == nil || !strings.Contains(err.Error(), bad.want) || exitCode(err) != 2 {
+			t.Errorf("policies set %s = %v (exit %d), want an error containing %q, exit 2, whether the command or the shaper refused it",
+				strings.Join(bad.args, " "), err, exitCode(err), bad.want)
 		}
 	}
 	if got := policy(); policies.Diff(file.Policy, got.Policy) != nil || got.Override {
