@@ -51,3 +51,13 @@ func settle(ctx context.Context, ps []*benchkit.Proc, within time.Duration) erro
 	}
 	return nil // busy for another reason (another tenant's load is not ours): go on
 }
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

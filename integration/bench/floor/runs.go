@@ -443,13 +443,3 @@ func (b *bench) paced(ctx context.Context, what string, c *benchkit.Proc, server
 	r.consumer = float64(c1[len(server)]-c0[len(server)]) / benchkit.ClockTicks
 	return r, nil
 }
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
