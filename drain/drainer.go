@@ -263,10 +263,6 @@ func (d *Drainer) replan(now time.Time) {
 			k.next = maxTime(k.paused, now)
 		}
 		k.reserved = false
-		if k.fetch && k.head.msg == nil {
-			// A head read shortly before a slot that is now sooner.
-			k.fetchAt = minTime(k.fetchAt, maxTime(now, k.next.Add(-headLead)))
-		}
 		d.place(k, now)
 	}
 }

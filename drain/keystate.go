@@ -46,7 +46,7 @@ type keyState struct {
 	pendingAt time.Time // when to free them if no delivery does it first
 	freedAt   time.Time // when this drainer last saw a removal of its own lower the depth
 
-	fetchAt  time.Time // when to read the head, if fetch
+	fetchAt  time.Time // read the head, if fetch, not before this (see Drainer.headReadAt)
 	seekFrom uint64    // where the next seek starts
 
 	notified uint64              // highest sequence Watch reported
@@ -195,7 +195,7 @@ func (k *keyState) toRead() bool {
 const readAhead = 4
 
 // headLead is how long before its next slot a key whose slots are more
-// than twice this apart reads its next head (readDue): a key waiting for a
+// than twice this apart reads its next head (Drainer.headReadAt): a key waiting for a
 // slot that far holds no job in memory (its payload and headers, about 300
 // bytes), at the cost of one more step per delivery. A key with closer
 // slots, or whose deliveries fly, reads its next head as soon as the one
@@ -278,8 +278,9 @@ func trimOldest(seqs *[]uint64, highest uint64, keep int) bool {
 }
 
 // nextEvent returns when the key next needs the scheduler, and false when it
-// needs nothing (idle).
-func (k *keyState) nextEvent() (time.Time, bool) {
+// needs nothing (idle); readAt is when its head is read, if it must be
+// (Drainer.headReadAt).
+func (k *keyState) nextEvent(readAt time.Time) (time.Time, bool) {
 	var at time.Time
 	ok := false
 	consider := func(t time.Time) {
@@ -301,7 +302,7 @@ func (k *keyState) nextEvent() (time.Time, bool) {
 		// key woken by a job stored while a step of it ran keeps its
 		// head, and falling due for that read would find nothing to do,
 		// again and again at the same instant.
-		consider(k.fetchAt)
+		consider(readAt)
 	}
 	return at, ok
 }
@@ -326,13 +327,6 @@ func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
 		return a
 	}
 	return b

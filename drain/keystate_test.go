@@ -220,7 +220,7 @@ func TestKeyNextEvent(t *testing.T) {
 		{"fetch", keyState{fetch: true, fetchAt: at(5), pend: []uint64{1}, pendingAt: at(20)}, at(5), true},
 	}
 	for _, tt := range tests {
-		if got, ok := tt.k.nextEvent(); !got.Equal(tt.want) || ok != tt.wantOK {
+		if got, ok := tt.k.nextEvent(tt.k.fetchAt); !got.Equal(tt.want) || ok != tt.wantOK {
 			t.Errorf("%s: nextEvent() = %v, %v; want %v, %v", tt.name, got.Sub(t0), ok, tt.want.Sub(t0), tt.wantOK)
 		}
 	}

@@ -211,8 +211,8 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 		s.remove = append(s.remove, k.pend...)
 	}
 	s.readSince = now
-	if k.fetch && !k.fetchAt.After(now) && k.head.msg == nil {
-		s.read, s.from, s.seek, s.readSince = true, k.from, k.seek, k.fetchAt
+	if readAt := d.headReadAt(k); k.fetch && !readAt.After(now) && k.head.msg == nil {
+		s.read, s.from, s.seek, s.readSince = true, k.from, k.seek, readAt
 		k.fetch, k.seek = false, false
 	}
 	if s.deliver == nil && s.deadLetter == nil && len(s.remove) == 0 && !s.read {
@@ -298,7 +298,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 		if s.err == nil {
 			k.delivered(s.job, s.started, d.hold)
 			if s.readLater && (k.toRead() || k.lost()) {
-				k.fetch, k.fetchAt = true, d.readDue(k, now)
+				k.fetch, k.fetchAt = true, now // read at headReadAt
 			}
 		} else {
 			d.failed(k, t, s, now)
@@ -349,7 +349,7 @@ func (d *Drainer) release(k *keyState, now time.Time) {
 		// sleep with work until its next submission.
 		k.wake = false
 		if !k.fetch {
-			k.fetch, k.fetchAt = true, d.readDue(k, now)
+			k.fetch, k.fetchAt = true, now
 		}
 	}
 	d.endInflight()
@@ -365,7 +365,7 @@ func (d *Drainer) place(k *keyState, now time.Time) {
 		d.heap.drop(k)
 		return
 	}
-	if at, ok := k.nextEvent(); ok {
+	if at, ok := k.nextEvent(d.headReadAt(k)); ok {
 		d.heap.place(k, at)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shaper-dev/shaper/queue"
@@ -36,6 +37,7 @@ type step struct {
 	exact      []uint64        // read the head at the first of these sequences still stored; seeking, skip these
 	seek       bool            // read the first job of the key stored from `from` on (Queue.Next)
 	alongside  bool            // read the head on a goroutine of its own, alongside the removals and the hand-over
+	reading    sync.WaitGroup  // that read
 	resume     bool            // ask Config.Resume about a head stored before activation
 	resumeUpTo uint64          // the queue's last sequence at activation (0: ask it)
 	activation uint64          // the activation resumeUpTo belongs to
@@ -103,18 +105,14 @@ func (s *step) resumed() bool { return s.resume && s.head != nil && s.head.Seq <
 // as if it had not been made.
 func (d *Drainer) run(ctx context.Context, s *step) {
 	qctx := s.queueCtx(ctx)
-	var read chan struct{}
-	if s.read && s.alongside {
-		read = make(chan struct{}, 1)
-		go func() {
-			d.readHead(ctx, qctx, s)
-			read <- struct{}{}
-		}()
+	alongside := s.read && s.alongside
+	if alongside {
+		s.reading.Go(func() { d.readHead(ctx, qctx, s) })
 	}
 	d.handOver(ctx, qctx, s)
 	switch {
-	case read != nil:
-		<-read
+	case alongside:
+		s.reading.Wait()
 		if !s.read {
 			s.head, s.readErr, s.missing, s.before = nil, nil, s.missing[:0], 0
 		}
@@ -240,13 +238,15 @@ func (d *Drainer) readsLate(k *keyState) bool {
 	return !d.pace.Concurrency.flies() && d.keyInterval(k) > 2*headLead
 }
 
-// readDue returns when k, with no head, reads its next one: at now, or
-// headLead before its next slot when it reads late. d.mu must be held.
-func (d *Drainer) readDue(k *keyState, now time.Time) time.Time {
-	if !d.readsLate(k) {
-		return now
+// headReadAt returns when k reads its head, if it must: at fetchAt, or when k
+// reads late, not before headLead ahead of its next slot, which follows
+// the slot as a new pace moves it. A seek (jobs the key may have lost) is
+// not held back. d.mu must be held.
+func (d *Drainer) headReadAt(k *keyState) time.Time {
+	if k.seek || !d.readsLate(k) {
+		return k.fetchAt
 	}
-	return maxTime(now, k.next.Add(-headLead))
+	return maxTime(k.fetchAt, k.next.Add(-headLead))
 }
 
 // planRead fills in how s reads k's head: by the sequences Watch reported,

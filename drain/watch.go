@@ -85,7 +85,7 @@ func (d *Drainer) notice(n queue.Notice) {
 		k.wake = true
 	case k.head.msg == nil && !k.fetch && d.active:
 		now := d.clock.Now()
-		k.fetch, k.fetchAt = true, d.readDue(k, now)
+		k.fetch, k.fetchAt = true, now
 		d.place(k, now)
 		d.wakeScheduler()
 	}

@@ -127,9 +127,11 @@ func (w *walker) total(field string, v *yaml.Node, flow bool) Rate {
 		return Rate{}
 	}
 	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
-		if _, err := ParseRate(v.Value); err != nil && suggest.Hint(v.Value, []string{"off"}) != "" {
-			w.fail(field, v, flow, "%v%s", err, suggest.Hint(v.Value, []string{"off"})) // total: of
-			return Rate{}
+		if _, err := ParseRate(v.Value); err != nil {
+			if hint := suggest.Hint(v.Value, []string{"off"}); hint != "" {
+				w.fail(field, v, flow, "%v%s", err, hint) // total: of
+				return Rate{}
+			}
 		}
 	}
 	return w.rate(field, v, flow)
