@@ -222,10 +222,42 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 	}
 	if s.read {
 		d.planRead(k, s)
+		if s.deliver == nil && s.deadLetter == nil {
+			d.reserveForRead(k, now)
+		}
 	}
 	k.busy = true
 	d.inflight++
 	return s
+}
+
+// reserveForRead gives k, whose first job is read now and whose own slot
+// has come, the total cap's next slot at once, before the read comes back:
+// keys take the cap's slots in the order they fell due, which is the order
+// the answers to their producers count (roundsOf), not the order their
+// reads happen to come back in. A read that finds no job gives the slot
+// back (giveBack). d.mu must be held.
+func (d *Drainer) reserveForRead(k *keyState, now time.Time) {
+	total := d.total()
+	if total <= 0 || k.reserved || k.head.msg != nil || k.failing() || k.next.After(now) {
+		return
+	}
+	slot := maxTime(now, d.totalNext)
+	k.next, k.reserved = slot, true
+	d.totalNext = slot.Add(total)
+}
+
+// giveBack ends the slot k reserved under the total cap for a job it no
+// longer has to attempt (its read found none), and frees the slot again
+// when no key reserved one after it. d.mu must be held.
+func (d *Drainer) giveBack(k *keyState) {
+	if !k.reserved || k.head.msg != nil || k.failing() || k.fetch {
+		return
+	}
+	k.reserved = false
+	if total := d.total(); total > 0 && d.totalNext.Equal(k.next.Add(total)) {
+		d.totalNext = k.next
+	}
 }
 
 // runStep runs s on the calling goroutine: its I/O and the callbacks of

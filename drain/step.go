@@ -322,6 +322,7 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 		case k.head.msg == nil && len(k.seqs) == 0:
 			k.unsure = false // every job counted is one the key knows
 		}
+		d.giveBack(k)
 	default:
 		d.log.Warn("drain: read head", "key", k.name, "err", s.readErr)
 		k.fetch, k.fetchAt, k.seek = true, retryAt, s.seek
