@@ -33,16 +33,11 @@ func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if g, _ := in.cfg.Gate(sub.policy); g != nil {
 		limit = g.MaxPayload()
 	}
-	tooLarge := failed(http.StatusRequestEntityTooLarge, queue.ErrTooLarge.Error()+": at most "+strconv.Itoa(limit)+" bytes")
-	if r.ContentLength > int64(limit) {
-		writeAnswer(w, tooLarge)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeAnswer(w, tooLarge)
+			writeAnswer(w, failed(http.StatusRequestEntityTooLarge, queue.ErrTooLarge.Error()+": at most "+strconv.Itoa(limit)+" bytes"))
 			return
 		}
 		writeAnswer(w, failed(http.StatusBadRequest, "reading body: "+err.Error()))
@@ -50,6 +45,24 @@ func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	sub.payload = body
 	writeAnswer(w, in.admit(r.Context(), jobtrace.HTTPCarrier(r.Header), sub, transportHTTP))
+}
+
+// readBody reads r's body of at most limit bytes (a longer one is a
+// *http.MaxBytesError), into a buffer of its declared length when it has
+// one: a submission's payload is read once, with no buffer grown for it.
+func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
+	if r.ContentLength > int64(limit) {
+		return nil, &http.MaxBytesError{Limit: int64(limit)}
+	}
+	body := http.MaxBytesReader(w, r.Body, int64(limit))
+	if r.ContentLength < 0 {
+		return io.ReadAll(body)
+	}
+	buf := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // writeAnswer renders a: 202 with the job, or application/problem+json,
