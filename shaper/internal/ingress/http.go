@@ -48,14 +48,16 @@ func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 // readBody reads r's body of at most limit bytes (a longer one is a
-// *http.MaxBytesError), into a buffer of its declared length when it has
-// one: a submission's payload is read once, with no buffer grown for it.
+// *http.MaxBytesError). A small body of a declared length is read into a
+// buffer of that length, with no buffer grown for it; a larger one grows
+// as it comes, so that a client declaring a large body and sending none
+// holds no large buffer.
 func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
 	if r.ContentLength > int64(limit) {
 		return nil, &http.MaxBytesError{Limit: int64(limit)}
 	}
 	body := http.MaxBytesReader(w, r.Body, int64(limit))
-	if r.ContentLength < 0 {
+	if r.ContentLength < 0 || r.ContentLength > smallBody {
 		return io.ReadAll(body)
 	}
 	buf := make([]byte, r.ContentLength)
@@ -64,6 +66,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error)
 	}
 	return buf, nil
 }
+
+// smallBody is the largest declared body readBody reads into a buffer made
+// before the body comes.
+const smallBody = 16 << 10
 
 // writeAnswer renders a: 202 with the job, or application/problem+json,
 // with the rate-limit headers of the limit that decided.
