@@ -28,6 +28,7 @@ import (
 //	GET  /v1/dead/{policy}/{seq}   one dead letter with its payload
 //	POST /v1/dead/replay?policy=&key=&reason=     submit dead letters again
 //	DELETE /v1/dead?policy=&key=&reason=          purge dead letters
+//	GET  /                         a redirect to the operator page
 //	GET  /ui/                      the operator page (admin: see ui.Series.Routes)
 //	GET  /v1/ui/series?since=      every policy's figures over the last minutes, for the page
 //	GET  /v1/ui/access             whether the page must ask for the admin token (open)
