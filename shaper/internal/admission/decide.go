@@ -341,7 +341,7 @@ func freshJobs(st drain.KeyStatus) int64 { return max(st.Waiting-int64(st.Retryi
 // is full (by the store, or decide, at now): come back when the key's next
 // slot frees.
 func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time) Decision {
-	st := g.drained.Key(token, now)
+	st, noConsumer := g.keyConsumer(token, now)
 	interval := p.Outflow.Interval()
 	queued := max(st.Queued, int64(p.Queue))
 	room := g.freeIn(p, st, now)
@@ -355,6 +355,27 @@ func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time
 			Reset:      g.drained.StartIn(token, max(freshJobs(st), 1), now) + interval,
 		},
 		Window: time.Duration(p.Queue) * interval,
-		Reason: "queue of key " + httpapi.Quote(key) + " is full",
+		Reason: "queue of key " + httpapi.Quote(key) + " is full" + waitingFor(noConsumer),
 	}
+}
+
+// keyConsumer returns the key's status, and since when the deliveries of
+// its drainer have found no consumer (ConsumerView; zero when they do, or
+// when the View cannot tell): both in one answer of the drainer.
+func (g *Gate) keyConsumer(token string, now time.Time) (drain.KeyStatus, time.Time) {
+	if cv, ok := g.drained.(ConsumerView); ok {
+		return cv.KeyConsumer(token, now)
+	}
+	return g.drained.Key(token, now), time.Time{}
+}
+
+// waitingFor is what a full key's answer adds when the deliveries of its
+// drainer have found no consumer since since (the key's Retry-After is
+// then the drain's probe of the subject, not its outflow): nothing when
+// since is zero.
+func waitingFor(since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	return ": " + drain.WaitingForConsumer + " since " + since.UTC().Format(time.RFC3339) + " (no consumer answered the policy's last delivery)"
 }

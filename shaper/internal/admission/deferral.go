@@ -14,7 +14,6 @@ import (
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
-	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 )
 
 // DeferredSize is how many deferred jobs a key of p may hold: ten queues'
@@ -144,7 +143,7 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	d.RetryAfter = max(eta, time.Millisecond)
 	d.ETA = d.RetryAfter
 	d.Limits.RetryAfter = eta
-	d.Reason = "queue of key " + httpapi.Quote(job.Key) + " is full: the job is deferred and will be re-admitted when there is room; do not resubmit"
+	d.Reason += "; the job is deferred and will be re-admitted when there is room; do not resubmit"
 	return d
 }
 

@@ -38,6 +38,18 @@ type View interface {
 	Active() bool
 }
 
+// ConsumerView is a View that also knows whether the deliveries of a
+// key's drainer find a consumer to take them (answers.View, from the sink
+// of the shaper that delivers the key): a full key's answer then says
+// when it does not move for want of one. A View without it never says.
+type ConsumerView interface {
+	View
+	// KeyConsumer returns Key's status, and since when the deliveries of
+	// the key's drainer have found no consumer: the zero time when the
+	// last was taken, or when it is not known.
+	KeyConsumer(token string, now time.Time) (drain.KeyStatus, time.Time)
+}
+
 // Config holds a Gate's optional settings; the zero value means an
 // in-memory admission limiter, no job records and no logs.
 type Config struct {
