@@ -231,6 +231,7 @@ func (g *Gate) Settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 
 func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, err error) Decision {
 	p, token, now := r.p, r.token, r.now
+	g.cfg.Storage.observe(err, now)
 	switch {
 	case err == nil:
 		// No job record is needed: the id names where the job is stored.
@@ -249,6 +250,10 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		return g.fullDecision(p, r.Job.Key, token, now)
 	case errors.Is(err, queue.ErrTooLarge), errors.Is(err, queue.ErrBadKey):
 		return Decision{Outcome: Invalid, Reason: err.Error(), Err: err}
+	case errors.Is(err, queue.ErrStorageFull):
+		g.counts.unavailable.Add(1)
+		g.log.Warn("admission failed: jetstream storage full", "err", err)
+		return storageFull(err)
 	default:
 		g.counts.unavailable.Add(1)
 		g.log.Warn("admission failed", "err", err)
@@ -291,6 +296,14 @@ func EndStore(span trace.Span, rec queue.Receipt, err error) {
 		err = nil
 	}
 	jobtrace.End(span, err)
+}
+
+// storageFull is the decision when the store refused the job for want of
+// storage (queue.ErrStorageFull): no job of any key can be stored until
+// removals free room, which the drain's deliveries do.
+func storageFull(err error) Decision {
+	return Decision{Outcome: Unavailable, RetryAfter: DefaultUnavailableWait, Err: err,
+		Reason: "queue backend out of storage: JetStream has no room left to store the job; jobs are refused until delivered jobs free room or JetStream is given more storage (" + err.Error() + ")"}
 }
 
 // unavailable is the decision when what (a part of the shaper behind

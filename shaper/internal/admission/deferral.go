@@ -108,6 +108,7 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	done := g.deferrals.deferring(token, g.now)
 	rec, err := store(ctx, g.deferred, job, deferSpan)
 	done(rec.Seq) // 0 when nothing was stored; a duplicate's is the first job's
+	g.cfg.Storage.observe(err, now)
 	switch {
 	case err == nil:
 	case errors.Is(err, queue.ErrFull):
@@ -115,6 +116,10 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 		d := g.fullDecision(p, job.Key, token, now)
 		d.Reason += "; its deferred jobs are at their limit too (" + strconv.Itoa(DeferredSize(*p)) + "), so this one is not kept"
 		return d
+	case errors.Is(err, queue.ErrStorageFull):
+		g.counts.unavailable.Add(1)
+		g.log.Warn("deferral failed: jetstream storage full", "err", err)
+		return storageFull(err)
 	default:
 		g.counts.unavailable.Add(1)
 		g.log.Warn("deferral failed", "err", err)

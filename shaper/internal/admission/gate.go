@@ -70,6 +70,10 @@ type Config struct {
 	// Now is the clock of re-admissions and deferrals. Default time.Now;
 	// a replay passes its virtual clock.
 	Now func() time.Time
+	// Storage, when set, is told of the store's answers to the jobs
+	// admitted, so that it says when JetStream is out of storage (the
+	// Gates of a shaper share one). Default: none.
+	Storage *Storage
 	// Observe, when set, is told of every decision about a submission (not
 	// of re-admissions): the job's key, its payload's size, when it came
 	// (the now given to Reserve or Admit) and the outcome. It is called
