@@ -109,6 +109,10 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 	return sv, nil
 }
 
+// The gate asks the View whether a full key waits for a consumer
+// (admission.ConsumerView, found by a type assertion).
+var _ admission.ConsumerView = (*answers.View)(nil)
+
 // stop finishes the deliveries in flight (until ctx ends) and stops the
 // drainers; queued jobs stay in JetStream.
 func (sv *served) stop(ctx context.Context, log *slog.Logger) {
