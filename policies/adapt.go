@@ -217,40 +217,62 @@ func (a *Adapt) validate(p *Policy, add func(field, format string, args ...any))
 	}
 }
 
-// diffAdapt adds the changes between two adapt blocks.
-func diffAdapt(x, y *Adapt, add func(field, from, to string)) {
+// diffAdapt adds the changes between the adapt blocks of a and b, a block
+// added or dropped as AdaptText shows it.
+func diffAdapt(a, b Policy, add func(field, from, to string)) {
+	x, y := a.Adapt, b.Adapt
 	switch {
 	case x == nil && y == nil:
 	case x == nil || y == nil:
-		add("adapt", adaptText(x), adaptText(y))
+		add("adapt", a.AdaptText(), b.AdaptText())
 	default:
 		add("adapt.per", string(x.Per), string(y.Per))
-		add("adapt.floor", FloorText(x.Floor), FloorText(y.Floor))
-		add("adapt.latency", LatencyText(x.Latency), LatencyText(y.Latency))
+		add("adapt.floor", floorText(x.Floor), floorText(y.Floor))
+		add("adapt.latency", latencyText(x.Latency), latencyText(y.Latency))
 		add("adapt.tolerance", strconv.FormatFloat(x.Tolerance, 'g', -1, 64), strconv.FormatFloat(y.Tolerance, 'g', -1, 64))
 	}
 }
 
-// adaptText is an adapt block in a few words, "none" for none.
-func adaptText(a *Adapt) string {
+// AdaptText is p's adapt block in words, the one way the commands show it:
+// what adapts, the floor (its default as the rate it comes to) and the
+// latency target, "per key (default floor 2/s, latency target 1.5 ×
+// learned baseline)"; "off" without a block.
+func (p Policy) AdaptText() string {
+	a := p.Adapt
 	if a == nil {
-		return "none"
+		return "off"
 	}
-	return fmt.Sprintf("per %s floor %s latency %s tolerance %s", a.Per, FloorText(a.Floor), LatencyText(a.Latency),
-		strconv.FormatFloat(a.Tolerance, 'g', -1, 64))
+	floor := "floor " + a.Floor.String()
+	if a.Floor.IsZero() {
+		ceiling := p.Outflow
+		if a.Per == AdaptPerPolicy {
+			ceiling = p.Total
+		}
+		// Rounded, so that a tenth of 6/m reads 0.6/m.
+		n, _ := strconv.ParseFloat(strconv.FormatFloat(ceiling.N*DefaultAdaptFloorShare, 'g', 12, 64), 64)
+		floor = "default floor " + Rate{N: n, Per: ceiling.Per}.String()
+	}
+	target := "latency target " + strconv.FormatFloat(a.Tolerance, 'g', -1, 64) + " × learned baseline"
+	if a.Latency != 0 {
+		target = "latency target " + a.Latency.String()
+		if a.Tolerance != DefaultAdaptTolerance {
+			target += ", tolerance " + strconv.FormatFloat(a.Tolerance, 'g', -1, 64) + " unused"
+		}
+	}
+	return fmt.Sprintf("per %s (%s, %s)", a.Per, floor, target)
 }
 
-// FloorText is an adapt block's floor as the policy file writes it,
+// floorText is an adapt block's floor as the policy file writes it,
 // "default" for none (a tenth of the ceiling).
-func FloorText(r Rate) string {
+func floorText(r Rate) string {
 	if r.IsZero() {
 		return "default"
 	}
 	return r.String()
 }
 
-// LatencyText is an adapt block's latency target, "learned" for none.
-func LatencyText(d time.Duration) string {
+// latencyText is an adapt block's latency target, "learned" for none.
+func latencyText(d time.Duration) string {
 	if d == 0 {
 		return "learned"
 	}

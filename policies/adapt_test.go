@@ -124,7 +124,7 @@ func TestDiffAdapt(t *testing.T) {
 	a := Policy{Name: "p", Outflow: Rate{50, time.Second}}
 	b := a
 	b.Adapt = &Adapt{Per: AdaptPerKey, Tolerance: 1.5}
-	if got := Diff(a, b); len(got) != 1 || got[0].String() != "adapt none → per key floor default latency learned tolerance 1.5" {
+	if got := Diff(a, b); len(got) != 1 || got[0].String() != "adapt off → per key (default floor 5/s, latency target 1.5 × learned baseline)" {
 		t.Errorf("Diff adding adapt = %v", got)
 	}
 	c := b.Clone()

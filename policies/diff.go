@@ -68,7 +68,7 @@ func Diff(a, b Policy) []Change {
 		add("admit.shadow", strconv.FormatBool(x.Shadow), strconv.FormatBool(y.Shadow))
 		add("admit.fail", string(x.Fail), string(y.Fail))
 	}
-	diffAdapt(a.Adapt, b.Adapt, add)
+	diffAdapt(a, b, add)
 	return out
 }
 

@@ -47,6 +47,26 @@ policies:
 	// policies.yaml:7:23: policy "orders": retry.attempts: 0: want at least 1
 }
 
+func ExamplePolicy_AdaptText() {
+	set, err := policies.Parse("policies.yaml", []byte(`
+policies:
+  - {name: tenants, outflow: 50/s, queue: 1000, adapt: on}
+  - {name: reports, outflow: 10/s, total: 50/s, queue: 100, adapt: {per: policy, floor: 5/s, latency: 300ms}}
+  - {name: orders, outflow: 20/s, queue: 100}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, p := range set.Policies() {
+		fmt.Printf("%s: adapt %s\n", p.Name, p.AdaptText())
+	}
+	// Output:
+	// tenants: adapt per key (default floor 5/s, latency target 1.5 × learned baseline)
+	// reports: adapt per policy (floor 5/s, latency target 300ms)
+	// orders: adapt off
+}
+
 func ExampleParseRate() {
 	for _, s := range []string{"20/s", "0.5/s", "5/10s", "600/m", "1/d", "fast"} {
 		r, err := policies.ParseRate(s)

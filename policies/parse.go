@@ -53,6 +53,10 @@ type parser struct {
 	file string
 	live bool // a live change: null resets a field, rather than leave it out
 	errs []*Error
+	// meant holds the paths of the fields the did-you-mean hints of
+	// unknown fields named ("outfow" → "outflow"): the hint already says
+	// what is wrong with such a field when it is not given.
+	meant map[string]bool
 }
 
 // pos is where a node is: its line, and its column when it is inside a flow
@@ -149,6 +153,7 @@ func (p *parser) parseFile(root *yaml.Node) *Set {
 func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, patch Patch, ok bool) {
 	line := item.Line
 	firstErr := len(p.errs)
+	p.meant = map[string]bool{}
 	w := p.walker()
 	item = deref(item)
 	w.policy(item, flow)
@@ -160,15 +165,16 @@ func (p *parser) policy(item *yaml.Node, flow bool) (pol Policy, patch Patch, ok
 	// out and checks the whole policy with the rules Validate uses. A field
 	// that already failed to decode is not reported twice. Each problem is
 	// placed where its field was given, else where its block or the policy
-	// starts.
+	// starts. A field left out that an unknown field's hint names is not
+	// reported missing: one mistake, one error, the hint.
 	pol, errs := w.patch.resolve()
 	pol.Line = line
 	nameOK := !w.failed["name"] && checkName(pol.Name) == ""
 	for _, e := range errs {
-		if w.failed[e.Field] {
+		place, ok := w.where[e.Field]
+		if w.failed[e.Field] || !ok && p.meant[e.Field] {
 			continue
 		}
-		place, ok := w.where[e.Field]
 		if !ok && e.Field == "retry.backoff" {
 			place, ok = w.where["retry.max_backoff"]
 		}
@@ -242,6 +248,9 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 		name := k.Value
 		if !slices.Contains(known, name) {
 			p.errorf(at(k, flow), field, "unknown field %q%s", name, suggest.Hint(name, known))
+			if meant, ok := suggest.Closest(name, known); ok && p.meant != nil {
+				p.meant[prefix+meant] = true
+			}
 			continue
 		}
 		if line, dup := seen[name]; dup {

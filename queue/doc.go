@@ -10,8 +10,9 @@
 // its queue size: atomically, in an R3 cluster too, and for every shaper at
 // once. That refusal (API error 10077, "maximum messages per subject
 // exceeded") comes back from Admit as ErrFull; a stream-wide limit with the
-// same code as ErrStreamFull; an unreachable or silent JetStream as
-// ErrUnavailable. Without DiscardNewPerSubject the server would silently drop
+// same code as ErrStreamFull; a server or account out of storage
+// ("insufficient resources") as ErrStorageFull, which is also an
+// ErrUnavailable; an unreachable or silent JetStream as ErrUnavailable. Without DiscardNewPerSubject the server would silently drop
 // the oldest job instead, so the stream is never run that way.
 //
 // A job submitted without an id of its own gets the id of where it is

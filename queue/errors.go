@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +21,13 @@ var (
 	// ErrUnavailable is returned when JetStream cannot be reached or does not
 	// answer in time. It maps to HTTP 503.
 	ErrUnavailable = errors.New("queue unavailable")
+	// ErrStorageFull is returned when JetStream has no storage left to
+	// store the job in: the server's (max_file_store, max_memory_store) or
+	// the account's limit is reached, "insufficient resources". No stream
+	// of the server or account takes a message until removals free room
+	// or JetStream gets more. It is an ErrUnavailable too, and maps to
+	// HTTP 503.
+	ErrStorageFull = fmt.Errorf("jetstream storage full: %w", ErrUnavailable)
 	// ErrBadID is returned by Admit for a job whose ID is not one the
 	// shaper can make (ValidJobID): read back, it would be undecodable.
 	ErrBadID = errors.New("bad job id")
@@ -30,9 +38,15 @@ var (
 	ErrEmpty = errors.New("queue empty")
 )
 
-// codeStoreFailed is JetStream's err_code for a store refusing a message
-// (JSStreamStoreFailedF); the description says which limit.
-const codeStoreFailed = 10077
+// JetStream's err_codes for a store refusing a message: a stream's own
+// limit (JSStreamStoreFailedF; the description says which), and no room
+// left on the server (JSInsufficientResourcesErr) or in the account
+// (JSAccountResourcesExceededErr).
+const (
+	codeStoreFailed           = 10077
+	codeInsufficientResources = 10023
+	codeAccountResources      = 10002
+)
 
 // classify maps a JetStream or NATS error onto the package's sentinels,
 // keeping the original in the chain.
@@ -50,6 +64,9 @@ func classify(op string, err error) error {
 				return &opError{op, ErrTooLarge, err}
 			}
 			return &opError{op, ErrStreamFull, err}
+		}
+		if apiErr.ErrorCode == codeInsufficientResources || apiErr.ErrorCode == codeAccountResources {
+			return &opError{op, ErrStorageFull, err}
 		}
 		if apiErr.Code == 503 {
 			return &opError{op, ErrUnavailable, err}

@@ -47,6 +47,23 @@ func TestParsePubAck(t *testing.T) {
 	if err := classify("admit", err); !errors.Is(err, ErrFull) {
 		t.Errorf("classify(per-subject refusal) = %v, want ErrFull", err)
 	}
+	// A server or account out of storage is ErrStorageFull, and still
+	// unavailable; a stream's own byte limit is not.
+	for _, c := range []struct {
+		ack         string
+		storageFull bool
+	}{
+		{`{"error":{"code":503,"err_code":10023,"description":"insufficient resources"}}`, true},
+		{`{"error":{"code":400,"err_code":10002,"description":"resource limits exceeded for account"}}`, true},
+		{`{"error":{"code":503,"err_code":10077,"description":"maximum bytes exceeded"}}`, false},
+	} {
+		_, _, err := parsePubAck([]byte(c.ack))
+		err = classify("admit", err)
+		if errors.Is(err, ErrStorageFull) != c.storageFull || c.storageFull && !errors.Is(err, ErrUnavailable) {
+			t.Errorf("classify(%s) = %v: ErrStorageFull %v, ErrUnavailable %v; want ErrStorageFull %v, and unavailable with it",
+				c.ack, err, errors.Is(err, ErrStorageFull), errors.Is(err, ErrUnavailable), c.storageFull)
+		}
+	}
 }
 
 // FuzzParsePubAck: whatever a server (or something posing as one) answers,

@@ -84,21 +84,22 @@ func TestAPIReferenceMatchesRoutes(t *testing.T) {
 type route struct{ method, path string }
 
 // parsePattern splits a ServeMux pattern into its method (may be empty)
-// and path, with wildcards written plainly ({key...} as {key}).
+// and path, with wildcards written plainly ({key...} as {key}, and the
+// exact root "/{$}" as "/").
 func parsePattern(p string) route {
 	method, path, ok := strings.Cut(p, " ")
 	if !ok {
 		method, path = "", p
 	}
-	return route{method, strings.ReplaceAll(path, "...}", "}")}
+	return route{method, strings.ReplaceAll(strings.TrimSuffix(path, "{$}"), "...}", "}")}
 }
 
 // covers reports whether the documented route d documents the registered
 // route reg: the same path, or a path under d's subtree ("/debug/pprof/"),
 // with the same method (GET also documents HEAD; a pattern without a
-// method takes every method).
+// method takes every method). The root "/" is the root alone.
 func (d route) covers(reg route) bool {
-	pathOK := d.path == reg.path || strings.HasSuffix(d.path, "/") && strings.HasPrefix(reg.path, d.path)
+	pathOK := d.path == reg.path || d.path != "/" && strings.HasSuffix(d.path, "/") && strings.HasPrefix(reg.path, d.path)
 	methodOK := reg.method == "" || reg.method == d.method || reg.method == "HEAD" && d.method == "GET"
 	return pathOK && methodOK
 }

@@ -66,6 +66,51 @@ func TestConfirmedDeliveryWaitsForAConsumer(t *testing.T) {
 	})
 }
 
+// A key whose queue is full because no consumer takes its deliveries
+// says so in its 429, from the drain's own account (the sink of the
+// shaper that delivers it), for reject and defer alike: its Retry-After
+// is the drain's probe of the subject, not its outflow. Once a consumer
+// answers, a full key's 429 no longer says it.
+func TestFullKeySaysItWaitsForAConsumer(t *testing.T) {
+	r := start(t, "policies:\n  - {name: p, outflow: 1/m, queue: 2}\n  - {name: d, outflow: 1/m, queue: 2, overflow: defer}\n")
+	detail := func(policy string) string {
+		t.Helper()
+		for range 3 {
+			if a := r.post(t, policy, "k", []byte("x")); a.code == 429 {
+				d, _ := a.body["detail"].(string)
+				return d
+			}
+		}
+		t.Fatalf("no 429 for %s after 3 jobs into a queue of 2", policy)
+		return ""
+	}
+	want := ": " + drain.WaitingForConsumer + " since "
+	waitFor(t, "a delivery of each policy to find no consumer", 10*time.Second, func() bool {
+		return strings.Contains(detail("p"), want) && strings.Contains(detail("d"), want)
+	})
+	if d := detail("d"); !strings.Contains(d, "the job is deferred") {
+		t.Errorf("defer policy's 429 = %q, want it to say the job is deferred too", d)
+	}
+
+	taken := make(chan struct{}, 10)
+	sub, err := r.nc.Subscribe("shaper.out.p.>", func(m *nats.Msg) {
+		m.Respond(nil)
+		taken <- struct{}{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	select {
+	case <-taken: // the head; the key's next slot is a minute away
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery 10s after a consumer subscribed")
+	}
+	if d := detail("p"); d != `queue of key "k" is full` {
+		t.Errorf("429 once a consumer answered = %q, want only that the queue is full", d)
+	}
+}
+
 // deliver: {mode: publish} publishes and forgets: a job reaches whoever
 // is subscribed, without a reply, and counts as delivered.
 func TestPublishModeDeliversWithoutReply(t *testing.T) {

@@ -28,11 +28,12 @@ import (
 //	GET  /v1/dead/{policy}/{seq}   one dead letter with its payload
 //	POST /v1/dead/replay?policy=&key=&reason=     submit dead letters again
 //	DELETE /v1/dead?policy=&key=&reason=          purge dead letters
+//	GET  /                         a redirect to the operator page
 //	GET  /ui/                      the operator page (admin: see ui.Series.Routes)
 //	GET  /v1/ui/series?since=      every policy's figures over the last minutes, for the page
 //	GET  /v1/ui/access             whether the page must ask for the admin token (open)
 //	GET  /healthz                  the process is alive
-//	GET  /readyz                   the Shaper accepts jobs (JetStream reachable)
+//	GET  /readyz                   the Shaper accepts jobs (JetStream reachable, with storage left)
 //	GET  /metrics                  the figures in the Prometheus text format
 //	GET  /debug/pprof/             net/http/pprof's profiles (admin): the index, heap, goroutine, …,
 //	                               cmdline, profile (CPU), symbol, trace
@@ -57,16 +58,30 @@ func (s *Shaper) Handler() http.Handler {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		storageFull := s.storageFull()
 		switch {
 		case !s.serving.Load():
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not serving"})
 		case s.nc.Status() != nats.CONNECTED:
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "nats " + s.nc.Status().String()})
+		case storageFull != "":
+			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": storageFull})
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		}
 	})
 	return mux
+}
+
+// storageFull says why the Shaper does not accept jobs for want of
+// JetStream storage, "" when it has not been refused any lately
+// (admission.Storage).
+func (s *Shaper) storageFull() string {
+	since, refusal, full := s.storage.Full(time.Now())
+	if !full {
+		return ""
+	}
+	return "storage full: JetStream has refused jobs for want of room since " + since.UTC().Format(time.RFC3339) + " (" + refusal.Error() + ")"
 }
 
 // debugRoutes registers net/http/pprof's handlers under /debug/pprof/

@@ -84,6 +84,7 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 				s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Queued, Deferrals: deferrals})
 			},
 			Observe: s.recorder.Observe(p.Name),
+			Storage: &s.storage,
 		},
 		OnDeliver:       s.onDeliver(p.Name, s.recordDelivery(p.Name)),
 		OnReadmit:       s.recordDeferred(p.Name),
@@ -95,16 +96,22 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 		return nil, fmt.Errorf("admit: %w", err)
 	}
 	sv := &served{Pipeline: line, queue: q, deferQueue: deferQ}
-	// Admission asks each key's partition's holder, not this shaper's
-	// passive drainer: the answers come from the schedule that delivers.
-	sv.answers = answers.New(s.nc, p.Name, line.Drain, answers.Config{Logger: s.log})
-	line.Gate.Attach(sv.answers, line.DeferDrain)
 	if ns, ok := sink.(*drain.NATSSink); ok {
 		sv.waiting = ns.Waiting
 	}
+	// Admission asks each key's partition's holder, not this shaper's
+	// passive drainer: the answers come from the schedule that delivers,
+	// and whether a consumer takes its deliveries from the sink that
+	// delivers them.
+	sv.answers = answers.New(s.nc, p.Name, line.Drain, answers.Config{Logger: s.log, Waiting: sv.waiting})
+	line.Gate.Attach(sv.answers, line.DeferDrain)
 	line.Start(runCtx)
 	return sv, nil
 }
+
+// The gate asks the View whether a full key waits for a consumer
+// (admission.ConsumerView, found by a type assertion).
+var _ admission.ConsumerView = (*answers.View)(nil)
 
 // stop finishes the deliveries in flight (until ctx ends) and stops the
 // drainers; queued jobs stay in JetStream.

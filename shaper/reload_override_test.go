@@ -90,7 +90,7 @@ func TestReloadUnderAdaptOverride(t *testing.T) {
 	}
 	wantChanged := "p: adapt.floor 5/s → 4/s; q: adapt.floor 2/s → default"
 	wantWarnings := "p: outflow 50/s → 60/s: not applied, the live override sets it (DELETE /v1/policies/p/override to use the file); " +
-		"q: adapt per key floor 2/s latency learned tolerance 1.5 → none: not applied, the live override sets it (DELETE /v1/policies/q/override to use the file)"
+		"q: adapt per key (floor 2/s, latency target 1.5 × learned baseline) → off: not applied, the live override sets it (DELETE /v1/policies/q/override to use the file)"
 	if strings.Join(rep.Changed, "; ") != wantChanged || strings.Join(rep.Warnings, "; ") != wantWarnings {
 		t.Errorf("Reload report:\n changed %q\nwarnings %q\nwant\n changed %q\nwarnings %q", rep.Changed, rep.Warnings, wantChanged, wantWarnings)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shaper-dev/shaper/shaper/internal/admission"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
@@ -61,6 +62,7 @@ type Shaper struct {
 	reloads  chan reloadRequest    // Reload's requests, served by Run
 	handler  *handler              // the HTTP API: "starting" until open
 	starting startup               // the start-up step, for /readyz
+	storage  admission.Storage     // JetStream's room, by the stores' answers to jobs: for /readyz
 
 	httpAddr   atomic.Value // string, once listening
 	ready      chan struct{}

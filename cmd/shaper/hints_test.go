@@ -52,20 +52,38 @@ func TestOutflowUnderFloor(t *testing.T) {
 	}
 }
 
-// policies check shows an adapt block as it shows concurrency: what it
-// adapts, and the fields not at their default.
+// policies check shows an adapt block on the policy's line with every
+// field (a default as what it comes to), and policies set shows it in the
+// same words: one rendering, whichever command a user runs.
 func TestPoliciesCheckAdapt(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(file, []byte(hintPolicies+"  - {name: plain, outflow: 1/s, queue: 1, adapt: on, concurrency: {key: 2}}\n"), 0o644)
 	out, _, err := runCLI(t, "policies", "check", file)
 	for _, want := range []string{
 		"orders: outflow 20/s per key, queue 100, overflow reject, deliver shaper.out.orders.<key>\n",
-		"tenants: outflow 50/s per key, queue 1000, overflow reject, adapt per key (floor 5/s), deliver shaper.out.tenants.<key>\n",
-		"reports: outflow 10/s per key, queue 100, overflow reject, total 50/s, adapt per policy (floor 5/s, latency 300ms), deliver shaper.out.reports.<key>\n",
-		"plain: outflow 1/s per key, queue 1, overflow reject, adapt per key, 2 awaiting receipt per key, deliver shaper.out.plain.<key>\n",
+		"tenants: outflow 50/s per key, queue 1000, overflow reject, adapt per key (floor 5/s, latency target 1.5 × learned baseline), deliver shaper.out.tenants.<key>\n",
+		"reports: outflow 10/s per key, queue 100, overflow reject, total 50/s, adapt per policy (floor 5/s, latency target 300ms), deliver shaper.out.reports.<key>\n",
+		"plain: outflow 1/s per key, queue 1, overflow reject, adapt per key (default floor 0.1/s, latency target 1.5 × learned baseline), 2 awaiting receipt per key, deliver shaper.out.plain.<key>\n",
 	} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("policies check = %q, %v; want the line %q", out, err, want)
+		}
+	}
+
+	// The same blocks, set live: the same words.
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, hintPolicies)})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"orders", "--adapt", "on"}, "  adapt: per key (default floor 2/s, latency target 1.5 × learned baseline)\n"},
+		{[]string{"tenants", "--adapt-tolerance", "2"}, "  adapt: per key (floor 5/s, latency target 2 × learned baseline)\n"},
+		{[]string{"reports", "--adapt-floor", "6/s"}, "  adapt: per policy (floor 6/s, latency target 300ms)\n"},
+		{[]string{"orders", "--adapt", "off"}, "  adapt: off\n"},
+	} {
+		out, _, err := runCLI(t, append(append([]string{"policies", "set"}, tc.args...), "--http", s.HTTPAddr())...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("policies set %s = %q, %v; want the line %q", strings.Join(tc.args, " "), out, err, tc.want)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,10 +46,8 @@ func showPolicy(c *cli.Context, p client.Policy) {
 	} else if admit {
 		fmt.Fprintf(w, "  admit: %s %s, burst %d, shadow %v, fail %s\n", a.Algorithm, a.Limit, a.Burst, a.Shadow, a.Fail)
 	}
-	if a := p.Adapt; adapt && a == nil {
-		fmt.Fprintln(w, "  adapt: off")
-	} else if adapt {
-		fmt.Fprintf(w, "  adapt: per %s, floor %s, latency %s, tolerance %g\n", a.Per, policies.FloorText(a.Floor), policies.LatencyText(a.Latency), a.Tolerance)
+	if adapt {
+		fmt.Fprintln(w, "  adapt: "+p.AdaptText()) // as policies check shows it
 	}
 	if c := p.Concurrency; concurrency {
 		total := "none"
@@ -270,7 +267,8 @@ func policiesCommand() *cli.Command {
 
 // checkLine is policy p in a line, as policies check prints it: the
 // fields every policy has, and those of the others that p sets
-// (partitions, adapt and concurrency only when not the default).
+// (partitions, adapt and concurrency only when not the default; adapt
+// with every field, in the words of policies.Policy.AdaptText).
 func checkLine(p policies.Policy) string {
 	line := fmt.Sprintf("%s: outflow %s per key, queue %d, overflow %s", p.Name, p.Outflow, p.Queue, p.Overflow)
 	if !p.Total.IsZero() {
@@ -279,21 +277,8 @@ func checkLine(p policies.Policy) string {
 	if n := p.Parts(); n > 1 {
 		line += fmt.Sprintf(", %d partitions", n)
 	}
-	if a := p.Adapt; a != nil {
-		line += fmt.Sprintf(", adapt per %s", a.Per)
-		var set []string
-		if !a.Floor.IsZero() {
-			set = append(set, "floor "+a.Floor.String())
-		}
-		if a.Latency != 0 {
-			set = append(set, "latency "+a.Latency.String())
-		}
-		if a.Tolerance != policies.DefaultAdaptTolerance {
-			set = append(set, "tolerance "+strconv.FormatFloat(a.Tolerance, 'g', -1, 64))
-		}
-		if len(set) > 0 {
-			line += " (" + strings.Join(set, ", ") + ")"
-		}
+	if p.Adapt != nil {
+		line += ", adapt " + p.AdaptText() // as policies set shows it
 	}
 	if c := p.Concurrency; c.Key > policies.DefaultConcurrencyKey || c.Total > 0 {
 		line += fmt.Sprintf(", %d awaiting receipt per key", c.Key)

@@ -63,7 +63,7 @@ policies:
 
 	out, _, err = runCLI(t, "policies", "set", "p", "--adapt-floor", "2/s", "--adapt-tolerance", "2", "--http", addr)
 	if err != nil || !strings.Contains(out, "(live override: adapt.floor, adapt.tolerance)") ||
-		!strings.Contains(out, "adapt: per key, floor 2/s, latency learned, tolerance 2") {
+		!strings.Contains(out, "adapt: per key (floor 2/s, latency target 2 × learned baseline)") {
 		t.Errorf("policies set --adapt-floor 2/s --adapt-tolerance 2 = %q, %v", out, err)
 	}
 	if got := policy(); got.Adapt == nil || *got.Adapt != (policies.Adapt{Per: policies.AdaptPerKey, Floor: policies.Rate{N: 2, Per: time.Second}, Tolerance: 2}) {

@@ -24,14 +24,22 @@ func NATS(t testing.TB) *server.Server {
 // on the same data.
 func NATSAt(t testing.TB, dir string) *server.Server {
 	t.Helper()
+	return NATSWith(t, func(o *server.Options) { o.StoreDir = dir })
+}
+
+// NATSWith is NATS with its options changed by edit (a store limit such as
+// JetStreamMaxStore, for a test of a full store without filling a disk).
+func NATSWith(t testing.TB, edit func(*server.Options)) *server.Server {
+	t.Helper()
 	opts := &server.Options{
 		Host:      "127.0.0.1",
 		Port:      -1,
 		JetStream: true,
-		StoreDir:  dir,
+		StoreDir:  t.TempDir(),
 		NoLog:     true,
 		NoSigs:    true,
 	}
+	edit(opts)
 	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("testenv: nats-server: %v", err)

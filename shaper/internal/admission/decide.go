@@ -231,6 +231,7 @@ func (g *Gate) Settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 
 func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, err error) Decision {
 	p, token, now := r.p, r.token, r.now
+	g.cfg.Storage.observe(err, now)
 	switch {
 	case err == nil:
 		// No job record is needed: the id names where the job is stored.
@@ -249,6 +250,10 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		return g.fullDecision(p, r.Job.Key, token, now)
 	case errors.Is(err, queue.ErrTooLarge), errors.Is(err, queue.ErrBadKey):
 		return Decision{Outcome: Invalid, Reason: err.Error(), Err: err}
+	case errors.Is(err, queue.ErrStorageFull):
+		g.counts.unavailable.Add(1)
+		g.log.Warn("admission failed: jetstream storage full", "err", err)
+		return storageFull(err)
 	default:
 		g.counts.unavailable.Add(1)
 		g.log.Warn("admission failed", "err", err)
@@ -291,6 +296,14 @@ func EndStore(span trace.Span, rec queue.Receipt, err error) {
 		err = nil
 	}
 	jobtrace.End(span, err)
+}
+
+// storageFull is the decision when the store refused the job for want of
+// storage (queue.ErrStorageFull): no job of any key can be stored until
+// removals free room, which the drain's deliveries do.
+func storageFull(err error) Decision {
+	return Decision{Outcome: Unavailable, RetryAfter: DefaultUnavailableWait, Err: err,
+		Reason: "queue backend out of storage: JetStream has no room left to store the job; jobs are refused until delivered jobs free room or JetStream is given more storage (" + err.Error() + ")"}
 }
 
 // unavailable is the decision when what (a part of the shaper behind
@@ -341,7 +354,7 @@ func freshJobs(st drain.KeyStatus) int64 { return max(st.Waiting-int64(st.Retryi
 // is full (by the store, or decide, at now): come back when the key's next
 // slot frees.
 func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time) Decision {
-	st := g.drained.Key(token, now)
+	st, noConsumer := g.keyConsumer(token, now)
 	interval := p.Outflow.Interval()
 	queued := max(st.Queued, int64(p.Queue))
 	room := g.freeIn(p, st, now)
@@ -355,6 +368,27 @@ func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time
 			Reset:      g.drained.StartIn(token, max(freshJobs(st), 1), now) + interval,
 		},
 		Window: time.Duration(p.Queue) * interval,
-		Reason: "queue of key " + httpapi.Quote(key) + " is full",
+		Reason: "queue of key " + httpapi.Quote(key) + " is full" + waitingFor(noConsumer),
 	}
+}
+
+// keyConsumer returns the key's status, and since when the deliveries of
+// its drainer have found no consumer (ConsumerView; zero when they do, or
+// when the View cannot tell): both in one answer of the drainer.
+func (g *Gate) keyConsumer(token string, now time.Time) (drain.KeyStatus, time.Time) {
+	if cv, ok := g.drained.(ConsumerView); ok {
+		return cv.KeyConsumer(token, now)
+	}
+	return g.drained.Key(token, now), time.Time{}
+}
+
+// waitingFor is what a full key's answer adds when the deliveries of its
+// drainer have found no consumer since since (the key's Retry-After is
+// then the drain's probe of the subject, not its outflow): nothing when
+// since is zero.
+func waitingFor(since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	return ": " + drain.WaitingForConsumer + " since " + since.UTC().Format(time.RFC3339) + " (no consumer answered the policy's last delivery)"
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
-	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 )
 
 // DeferredSize is how many deferred jobs a key of p may hold: ten queues'
@@ -109,6 +108,7 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	done := g.deferrals.deferring(token, g.now)
 	rec, err := store(ctx, g.deferred, job, deferSpan)
 	done(rec.Seq) // 0 when nothing was stored; a duplicate's is the first job's
+	g.cfg.Storage.observe(err, now)
 	switch {
 	case err == nil:
 	case errors.Is(err, queue.ErrFull):
@@ -116,6 +116,10 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 		d := g.fullDecision(p, job.Key, token, now)
 		d.Reason += "; its deferred jobs are at their limit too (" + strconv.Itoa(DeferredSize(*p)) + "), so this one is not kept"
 		return d
+	case errors.Is(err, queue.ErrStorageFull):
+		g.counts.unavailable.Add(1)
+		g.log.Warn("deferral failed: jetstream storage full", "err", err)
+		return storageFull(err)
 	default:
 		g.counts.unavailable.Add(1)
 		g.log.Warn("deferral failed", "err", err)
@@ -144,7 +148,7 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	d.RetryAfter = max(eta, time.Millisecond)
 	d.ETA = d.RetryAfter
 	d.Limits.RetryAfter = eta
-	d.Reason = "queue of key " + httpapi.Quote(job.Key) + " is full: the job is deferred and will be re-admitted when there is room; do not resubmit"
+	d.Reason += "; the job is deferred and will be re-admitted when there is room; do not resubmit"
 	return d
 }
 

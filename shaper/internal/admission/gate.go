@@ -38,6 +38,18 @@ type View interface {
 	Active() bool
 }
 
+// ConsumerView is a View that also knows whether the deliveries of a
+// key's drainer find a consumer to take them (answers.View, from the sink
+// of the shaper that delivers the key): a full key's answer then says
+// when it does not move for want of one. A View without it never says.
+type ConsumerView interface {
+	View
+	// KeyConsumer returns Key's status, and since when the deliveries of
+	// the key's drainer have found no consumer: the zero time when the
+	// last was taken, or when it is not known.
+	KeyConsumer(token string, now time.Time) (drain.KeyStatus, time.Time)
+}
+
 // Config holds a Gate's optional settings; the zero value means an
 // in-memory admission limiter, no job records and no logs.
 type Config struct {
@@ -58,6 +70,10 @@ type Config struct {
 	// Now is the clock of re-admissions and deferrals. Default time.Now;
 	// a replay passes its virtual clock.
 	Now func() time.Time
+	// Storage, when set, is told of the store's answers to the jobs
+	// admitted, so that it says when JetStream is out of storage (the
+	// Gates of a shaper share one). Default: none.
+	Storage *Storage
 	// Observe, when set, is told of every decision about a submission (not
 	// of re-admissions): the job's key, its payload's size, when it came
 	// (the now given to Reserve or Admit) and the outcome. It is called

@@ -34,12 +34,17 @@ import (
 const DefaultTimeout = 100 * time.Millisecond
 
 // Config holds a View's optional settings; the zero value means
-// DefaultTimeout and no logs.
+// DefaultTimeout, no logs and a sink that never waits for a consumer.
 type Config struct {
 	// Timeout bounds the wait for a holder's answer. Default DefaultTimeout.
 	Timeout time.Duration
 	// Logger receives the failures of serving answers. Default: discard.
 	Logger *slog.Logger
+	// Waiting returns since when the deliveries of this shaper's sink of
+	// the policy have found no consumer to take them, the zero time when
+	// the last was taken (drain.NATSSink.Waiting). Default: never, as for
+	// a sink that has no consumers to wait for (a webhook).
+	Waiting func() time.Time
 }
 
 // View answers, for one policy drained in partitions, what admission asks
@@ -52,6 +57,7 @@ type View struct {
 	g       *drain.Group
 	timeout time.Duration
 	log     *slog.Logger
+	waiting func() time.Time
 
 	mu        sync.Mutex
 	subs      []*nats.Subscription // by partition, while this shaper serves it
@@ -70,8 +76,11 @@ func New(nc *nats.Conn, policy string, g *drain.Group, cfg Config) *View {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Waiting == nil {
+		cfg.Waiting = func() time.Time { return time.Time{} }
+	}
 	return &View{
-		nc: nc, root: Subject(policy, g.Partitions()), g: g, timeout: cfg.Timeout,
+		nc: nc, root: Subject(policy, g.Partitions()), g: g, timeout: cfg.Timeout, waiting: cfg.Waiting,
 		log: cfg.Logger.With("policy", policy), subs: make([]*nats.Subscription, g.Partitions()), recounted: make([]time.Time, g.Partitions()),
 	}
 }
@@ -96,6 +105,10 @@ type question struct {
 type reply struct {
 	Status drain.KeyStatus `json:"status"`
 	In     time.Duration   `json:"in"` // start, stored: from the holder's now
+	// Waiting, for key: since when the holder's deliveries of the policy
+	// have found no consumer (Config.Waiting); absent when the last was
+	// taken, and from a shaper that does not say.
+	Waiting time.Time `json:"waiting,omitzero"`
 }
 
 // Serve starts (on) or stops answering the questions about partition i:
@@ -140,7 +153,7 @@ func (v *View) answer(d *drain.Drainer, m *nats.Msg) {
 	var r reply
 	switch q.Op {
 	case "key":
-		r.Status = d.Key(q.Token, now)
+		r.Status, r.Waiting = d.Key(q.Token, now), v.waiting()
 	case "start":
 		r.In = d.StartIn(q.Token, q.N, now)
 	case "stored":
@@ -208,6 +221,22 @@ func (v *View) Key(token string, now time.Time) drain.KeyStatus {
 		return r.Status
 	}
 	return v.g.Key(token, now)
+}
+
+// KeyConsumer returns Key's status of the key, and since when the
+// deliveries of the shaper that delivers it have found no consumer to take
+// them (its Config.Waiting, in the same answer): the zero time when the
+// last was taken, or when no holder answered (this shaper's own sink does
+// not deliver the key then). It is the drain's own account of a key that
+// does not move for want of a consumer.
+func (v *View) KeyConsumer(token string, now time.Time) (drain.KeyStatus, time.Time) {
+	if v.g.Part(drain.PartitionOf(token, v.g.Partitions())).Active() {
+		return v.g.Key(token, now), v.waiting()
+	}
+	if r, ok := v.ask(question{Op: "key", Token: token}); ok {
+		return r.Status, r.Waiting
+	}
+	return v.g.Key(token, now), time.Time{}
 }
 
 // StartIn returns when the key's n-th fresh job would start

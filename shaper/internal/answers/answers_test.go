@@ -127,3 +127,61 @@ func TestViewAsksTheHolder(t *testing.T) {
 		t.Errorf("with no holder serving, StartIn = %v, want its own drainer's %v", got, own)
 	}
 }
+
+// Whether a key's deliveries find a consumer is the answer of the shaper
+// that delivers it, from its sink: the holder says it in the same reply
+// as the key's status, another shaper passes it on, and with no holder
+// answering nobody knows (the asking shaper's own sink delivers nothing).
+func TestKeyConsumerFromTheHolder(t *testing.T) {
+	conns := startNATS(t, 2)
+	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pace := drain.Pace{Interval: time.Hour}
+	holder := drain.NewGroup(q, 2, discard{}, pace, drain.Config{})
+	other := drain.NewGroup(q, 2, discard{}, pace, drain.Config{Passive: true})
+	defer holder.Stop()
+	defer other.Stop()
+	ctx := context.Background()
+	holder.Advance(ctx, time.Now())
+	other.Advance(ctx, time.Now())
+	tok, err := queue.EncodeKey("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Admit(ctx, queue.Job{ID: "j0", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	part := drain.PartitionOf(tok, 2)
+
+	since := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	served := answers.New(conns[0], "p", holder, answers.Config{Waiting: func() time.Time { return since }})
+	asking := answers.New(conns[1], "p", other, answers.Config{Waiting: func() time.Time { return since.Add(time.Hour) }})
+	if err := served.Serve(part, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := conns[0].Flush(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for name, v := range map[string]*answers.View{"holder": served, "asking": asking} {
+		st, got := v.KeyConsumer(tok, now)
+		if !got.Equal(since) {
+			t.Errorf("%s KeyConsumer waiting since %v, want the holder's %v", name, got, since)
+		}
+		if want := holder.Key(tok, now); st.Queued != want.Queued {
+			t.Errorf("%s KeyConsumer status %+v, want the holder's %+v", name, st, want)
+		}
+	}
+
+	if err := served.Serve(part, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := conns[0].Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := asking.KeyConsumer(tok, time.Now()); !got.IsZero() {
+		t.Errorf("with no holder answering, KeyConsumer waiting since %v, want unknown (zero)", got)
+	}
+}

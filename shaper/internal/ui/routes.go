@@ -21,6 +21,7 @@ const contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'
 
 // Routes adds the operator page and its data to mux:
 //
+//	GET /                  a redirect to the page, where a browser lands first
 //	GET /ui/               the page (embedded HTML, CSS and JavaScript)
 //	GET /v1/ui/access      whether the page needs a token (open)
 //	GET /v1/ui/series?since=   every policy's series after since (unix ms)
@@ -43,6 +44,9 @@ func (s *Series) Routes(mux *httpapi.Mux, admin httpapi.Guard, tokenSet bool) {
 		h.Set("Cache-Control", "no-cache")
 		static.ServeHTTP(w, r)
 	}))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/", http.StatusFound) // not permanent: the root may serve more one day
+	})
 	mux.HandleFunc("GET /v1/ui/access", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]bool{"token": tokenSet})
 	})

@@ -1,0 +1,75 @@
+package shaper_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/shaper"
+)
+
+// When JetStream has no storage left (here its server's max_file_store
+// of 4 MiB, rather than a full disk), a submission is a 503 saying so
+// with a Retry-After, not a generic backend error, and /readyz is not
+// ready, with the reason. Once a consumer takes jobs and frees room, a
+// job is stored and the shaper is ready again.
+func TestStorageFull(t *testing.T) {
+	ns := testenv.NATSWith(t, func(o *server.Options) { o.JetStreamMaxStore = 4 << 20 })
+	r := wrap(t, testenv.Shaper(t, shaper.Config{NATSURL: ns.ClientURL(), Policies: testenv.Policies(t,
+		"policies:\n  - {name: p, outflow: 100/s, queue: 1000}\n")}))
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+
+	var refused answer
+	for i := 0; ; i++ {
+		a := r.post(t, "p", "k"+strconv.Itoa(i%10), payload)
+		if a.code == http.StatusServiceUnavailable {
+			refused = a
+			break
+		}
+		if a.code != http.StatusAccepted || i > 200 {
+			t.Fatalf("job %d of 64 KiB into a 4 MiB store: %d %v, want 202 until the store is full, then 503", i, a.code, a.body)
+		}
+	}
+	if d, _ := refused.body["detail"].(string); !strings.HasPrefix(d, "queue backend out of storage: JetStream has no room left") || !strings.Contains(d, "insufficient resources") {
+		t.Errorf("503 of a full store: detail %q, want it to say the store is out of storage", d)
+	}
+	if ra := refused.header.Get("Retry-After"); ra == "" {
+		t.Error("503 of a full store without Retry-After")
+	}
+	code, status := readyz(t, r)
+	if code != http.StatusServiceUnavailable || !strings.HasPrefix(status, "storage full: JetStream has refused jobs for want of room since ") {
+		t.Errorf("/readyz with the store full = %d %q, want 503 saying the storage is full", code, status)
+	}
+
+	testenv.Consume(t, ns.ClientURL(), "shaper.out.p.>")
+	waitFor(t, "a job stored once the consumer freed room", 20*time.Second, func() bool {
+		return r.post(t, "p", "again", []byte("x")).code == http.StatusAccepted
+	})
+	if code, status := readyz(t, r); code != http.StatusOK {
+		t.Errorf("/readyz once a job was stored = %d %q, want 200", code, status)
+	}
+}
+
+// readyz returns the status code and status of r's /readyz.
+func readyz(t *testing.T, r *running) (int, string) {
+	t.Helper()
+	resp, err := http.Get(r.base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var body struct{ Status string }
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("/readyz: %d %q: %v", resp.StatusCode, b, err)
+	}
+	return resp.StatusCode, body.Status
+}
