@@ -22,7 +22,11 @@
 //     side nats-server + shaper: the like-for-like comparison.
 //  2. The shaper, unpaced: shaper serve with embedded JetStream, a policy
 //     whose outflow (1000/s per key) does not bind, -jobs jobs over -keys
-//     keys admitted over HTTP. Server side: the shaper process.
+//     keys admitted over HTTP. Server side: the shaper process. It runs
+//     -unpaced-rounds times, with -baseline-bin each round beside the same
+//     run of that other build (rows "baseline shaper, …", first in the even
+//     rounds): two builds compared under the same load; the target line
+//     reads the shaper's last round.
 //  3. The shaper, paced: -paced-keys keys at -paced-rate a second each,
 //     from queues that do not run dry, measured for -paced-duration after
 //     -paced-warmup: the CPU per delivery and the rate reached.
@@ -66,6 +70,8 @@ type config struct {
 	noAwait                    bool
 	profile                    string
 	natsBin                    string
+	baselineBin                string
+	unpacedRounds              int
 	benchkit.Common
 }
 
@@ -91,8 +97,10 @@ func main() {
 	fs.IntVar(&cfg.fetchers, "fetchers", 32, "the floor worker's fetches in flight (so deliveries in flight)")
 	fs.IntVar(&cfg.batch, "batch", 256, "the floor worker's messages per fetch")
 	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited")
-	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the shaper to DIR: unpaced.cpu.pprof over its unpaced run, paced.cpu.pprof (embedded JetStream) and pacedx.cpu.pprof (on the floor's nats-server) over its paced runs' measurements")
+	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the shaper to DIR: unpaced.cpu.pprof over its unpaced run (unpaced2…, baseline1… over the others), paced.cpu.pprof (embedded JetStream) and pacedx.cpu.pprof (on the floor's nats-server) over its paced runs' measurements")
 	fs.StringVar(&cfg.natsBin, "nats-server-bin", "", "a nats-server binary to use instead of building the module's")
+	fs.StringVar(&cfg.baselineBin, "baseline-bin", "", "a second shaper binary, measured unpaced right after each unpaced run of the shaper: two builds under the same load")
+	fs.IntVar(&cfg.unpacedRounds, "unpaced-rounds", 1, "unpaced runs of the shaper (with -baseline-bin, each beside one of the baseline's, which goes first in the even rounds)")
 	cfg.AddFlags(fs, "builds")
 	fs.Parse(os.Args[1:])
 	benchkit.Main("floor", &cfg.Common, cfg.check, func(ctx context.Context, env benchkit.Env) error {
@@ -121,8 +129,8 @@ func (c config) check() error {
 		return errors.New("-jobs, -keys, -paced-keys and -paced-rate must be at least 1")
 	case c.payload < 0 || c.partitions < 0 || c.workers < 0:
 		return errors.New("-payload, -partitions and -workers must not be negative")
-	case c.fetchers < 1 || c.batch < 1:
-		return errors.New("-fetchers and -batch must be at least 1")
+	case c.fetchers < 1 || c.batch < 1 || c.unpacedRounds < 1:
+		return errors.New("-fetchers, -batch and -unpaced-rounds must be at least 1")
 	case c.pacedDuration <= 0 || c.pacedWarmup < 0 || c.Timeout <= 0:
 		return errors.New("-paced-duration and -timeout must be positive, -paced-warmup not negative")
 	}
@@ -167,12 +175,11 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 	rows = append(rows, r)
 	nc.Close()
 	ns.Stop(10 * time.Second)
-	r, err = b.shaperUnpaced(ctx)
+	unpaced, err := b.shaperUnpacedRounds(ctx)
 	if err != nil {
-		return fmt.Errorf("shaper, unpaced: %w", err)
+		return err
 	}
-	b.logf("%s: %.0f deliveries/s", r.what, r.rate())
-	rows = append(rows, r)
+	rows = append(rows, unpaced...)
 	if r, err = b.shaperPaced(ctx, "paced", nil, ""); err != nil {
 		return fmt.Errorf("shaper, paced: %w", err)
 	}

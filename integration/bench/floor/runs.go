@@ -247,17 +247,17 @@ func (b *bench) startNATS(ctx context.Context) (*benchkit.Proc, *nats.Conn, stri
 	}
 }
 
-// startShaper starts a shaper serve of its own (on free ports and a data
-// directory of its own) with policy name, on its embedded JetStream or,
-// with natsURL, on that server, and waits until it is ready.
-func (b *bench) startShaper(ctx context.Context, name, outflow string, queue int, natsURL string) (*benchkit.Shaper, error) {
+// startShaper starts a shaper serve of the binary bin, on its own (free
+// ports and a data directory of its own) with policy name, on its embedded
+// JetStream or, with natsURL, on that server, and waits until it is ready.
+func (b *bench) startShaper(ctx context.Context, name, bin, outflow string, queue int, natsURL string) (*benchkit.Shaper, error) {
 	var args []string
 	if b.cfg.workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(b.cfg.workers))
 	}
 	s, err := b.g.StartShaper(benchkit.ShaperConfig{
 		Name:       "shaper-" + name,
-		Bin:        b.shaper,
+		Bin:        bin,
 		PolicyFile: filepath.Join(b.dir, name+".yaml"),
 		Policy:     benchkit.Policy(name, outflow, queue, b.cfg.partitions),
 		Data:       filepath.Join(b.dir, "data-"+name),
@@ -282,51 +282,6 @@ func stopWith(s *benchkit.Shaper, c *benchkit.Proc) {
 	c.Stop(5 * time.Second)
 }
 
-// shaperUnpaced measures the shaper delivering n preloaded jobs over k
-// keys at an outflow that does not bind.
-func (b *bench) shaperUnpaced(ctx context.Context) (row, error) {
-	cfg := b.cfg
-	perKey := (cfg.jobs + cfg.keys - 1) / cfg.keys
-	s, err := b.startShaper(ctx, "unpaced", "1000/s", min(1_000_000, max(1000, 2*perKey)), "")
-	if err != nil {
-		return row{}, err
-	}
-	c, err := b.startConsumer(ctx, "unpaced-consumer", s.NATSURL, "shaper.out.unpaced.>", cfg.jobs)
-	if err != nil {
-		s.P.Stop(15 * time.Second)
-		return row{}, err
-	}
-	defer stopWith(s, c)
-	start := time.Now()
-	if err := s.Submit(ctx, "unpaced", cfg.jobs, cfg.keys, cfg.payload, 32); err != nil {
-		return row{}, fmt.Errorf("preload: %w", err)
-	}
-	b.logf("shaper, unpaced: %d jobs admitted in %.1f s", cfg.jobs, time.Since(start).Seconds())
-	// With -profile, a CPU profile of the shaper from the release on, for
-	// as long as the unpaced run takes at 5,000 deliveries a second (the
-	// seconds it outlasts the run are idle: they add no samples).
-	profile := func() error { return nil }
-	if cfg.profile != "" {
-		profile = func() error {
-			secs := (cfg.jobs + 4999) / 5000
-			return s.Profile(ctx, fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(cfg.profile, "unpaced.cpu.pprof"))
-		}
-	}
-	return b.unpaced(ctx, b.shaperWhat("unpaced, confirmed delivery"), c, c, []*benchkit.Proc{s.P}, cfg.jobs, profile)
-}
-
-// shaperWhat names a shaper row with its settings.
-func (b *bench) shaperWhat(what string) string {
-	w := "default workers"
-	if b.cfg.workers > 0 {
-		w = fmt.Sprintf("%d workers", b.cfg.workers)
-	}
-	if b.cfg.partitions > 0 {
-		w += fmt.Sprintf(", %d partitions", b.cfg.partitions)
-	}
-	return fmt.Sprintf("shaper, %s (%s)", what, w)
-}
-
 // pacedPerKey is how many jobs a key of a paced run is preloaded with: its
 // queue must not run dry before the measurement ends.
 func (b *bench) pacedPerKey() int {
@@ -343,7 +298,7 @@ func (b *bench) shaperPaced(ctx context.Context, name string, ns *benchkit.Proc,
 	cfg := b.cfg
 	perKey := b.pacedPerKey()
 	jobs := perKey * cfg.pacedKeys
-	s, err := b.startShaper(ctx, name, fmt.Sprintf("%d/s", cfg.pacedRate), min(1_000_000, 2*perKey), url)
+	s, err := b.startShaper(ctx, name, b.shaper, fmt.Sprintf("%d/s", cfg.pacedRate), min(1_000_000, 2*perKey), url)
 	if err != nil {
 		return row{}, err
 	}
