@@ -112,3 +112,34 @@ func TestCapSlotGivenBack(t *testing.T) {
 		}
 	})
 }
+
+// A slot reserved for a read in flight is taken again under a new pace:
+// the cap set while the read runs spaces the key's delivery from the last.
+func TestCapSlotOfReadReplanned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq, err := drain.NewMemQueue("p", 3, drain.MemQueueConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k1, _ := queue.EncodeKey("k1")
+		q := &keyedReads{MemQueue: mq, rtt: 2 * time.Millisecond, delay: map[string]time.Duration{k1: 40 * time.Millisecond}}
+		sink := newRecorder()
+		pace := drain.Pace{Interval: 100 * time.Millisecond, Total: 500 * time.Millisecond}
+		d := drain.New(q, sink, pace, drain.Config{})
+		t.Cleanup(d.Stop)
+		d.Start(t.Context())
+		for _, key := range []string{"k0", "k1"} {
+			if _, err := mq.Admit(context.Background(), queue.Job{ID: key, Key: key}); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		elapse(10 * time.Millisecond) // k0 delivered; k1's read, its slot reserved, runs
+		pace.Total = 2 * time.Second
+		d.SetPace(pace)
+		ds := sink.wait(t, 2, time.Minute)
+		if gap := ds[1].at.Sub(ds[0].at); gap < 1900*time.Millisecond {
+			t.Errorf("k1 delivered %v after k0 under a total cap set to 2s, want about 2s", gap)
+		}
+	})
+}

@@ -255,7 +255,7 @@ func (d *Drainer) replan(now time.Time) {
 	}
 	for _, k := range d.keys {
 		if k.busy {
-			if k.reserved { // a slot reserved for the read in flight (reserveForRead)
+			if k.reserved && k.head.msg == nil { // a slot reserved for the read in flight (reserveForRead)
 				k.next, k.reserved = maxTime(k.paused, now), false
 			}
 			continue
