@@ -106,7 +106,10 @@
 // of the queue size, and a burst against a draining key finds exactly that
 // many places. When the hold would end at the key's next slot, it ends
 // freeLead (10 ms) before it, in a step of its own, so that the delivery
-// in that slot does not wait for the removal (slotHold). A crash in that window delivers the job again (at least
+// in that slot does not wait for the removal (slotHold); also when the
+// delivery started late, the hold ending on the key's slot grid (holdEnd),
+// so that a key late in one burst of many keys' slots keeps its steps,
+// and its place, in the next. A crash in that window delivers the job again (at least
 // once): at most that one job per key, since the next is handed over only
 // after its slot is freed (with Concurrency.Key above 1, at most Key jobs).
 //
