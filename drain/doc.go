@@ -38,8 +38,10 @@
 // delivery failed). After a head whose last attempt failed, the read
 // waits for the attempt's end, as it is likely to be dropped. A key whose
 // slots are more than twice headLead (250 ms) apart reads its next job
-// headLead before its slot instead, in a step of its own, so that a key
-// waiting for a far slot keeps no job in memory; a step's own state comes
+// headLead before its slot instead, in a step of its own — or in the step
+// that frees its delivered job's slot, when that comes within headLead of
+// the slot (a key at 1/s: 10 ms before it; one step less per delivery) —
+// so that a key waiting for a far slot keeps no job in memory; a step's own state comes
 // from a pool and goes back to it when the key is released. The head is
 // read by the exact sequence Watch reported for the
 // key (one index lookup), never by searching the key's subject, which would

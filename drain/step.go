@@ -240,13 +240,20 @@ func (d *Drainer) readsLate(k *keyState) bool {
 
 // headReadAt returns when k reads its head, if it must: at fetchAt, or when k
 // reads late, not before headLead ahead of its next slot, which follows
-// the slot as a new pace moves it. A seek (jobs the key may have lost) is
-// not held back. d.mu must be held.
+// the slot as a new pace moves it — or, when k frees a delivered job's
+// slot within that lead (slotHold), not before it frees it, in the same
+// step: one step less per delivery, whose wake-ups cost a key at 1/s as
+// much CPU as its queue calls. A seek (jobs the key may have lost) is not
+// held back. d.mu must be held.
 func (d *Drainer) headReadAt(k *keyState) time.Time {
 	if k.seek || !d.readsLate(k) {
 		return k.fetchAt
 	}
-	return maxTime(k.fetchAt, k.next.Add(-headLead))
+	at := k.next.Add(-headLead)
+	if len(k.pend) > 0 && k.pendingAt.After(at) && k.pendingAt.Before(k.next) {
+		at = k.pendingAt
+	}
+	return maxTime(k.fetchAt, at)
 }
 
 // planRead fills in how s reads k's head: by the sequences Watch reported,
