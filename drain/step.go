@@ -72,9 +72,11 @@ func (s *step) reset(k *keyState) *step {
 
 // newStep gives k a step from the Drainer's pool. d.mu must be held.
 func (d *Drainer) newStep(k *keyState) *step {
-	s := new(step)
+	var s *step
 	if n := len(d.steps); n > 0 {
 		s, d.steps = d.steps[n-1], d.steps[:n-1]
+	} else {
+		s = new(step) // only then: it escapes, so made first it was made every time
 	}
 	k.step = s
 	return s.reset(k)
