@@ -23,20 +23,25 @@ import (
 // benchBacklog queued jobs by feeders that admit a new job for a key
 // whenever one of its jobs is delivered, so every key drains at the policy
 // rate for as long as the benchmark runs. Each delivery's timing error
-// (Started minus Scheduled, from drain.Config.OnDeliver) is recorded while
-// a round is being measured.
+// (Started minus Scheduled, from drain.Config.OnDeliver) and each key's
+// gap error (|Started − its Started before − interval|, the figure the
+// smooth benchmark takes at a consumer) are recorded while a round is
+// being measured.
 type drainBench struct {
 	q    *queue.Queue
 	d    *drain.Drainer
 	feed chan string
 	ids  atomic.Uint64
 
-	mu     sync.Mutex
-	record bool
-	want   int
-	errs   []time.Duration
-	full   chan struct{}
-	failed atomic.Uint64
+	mu       sync.Mutex
+	record   bool
+	want     int
+	errs     []time.Duration
+	interval time.Duration
+	last     map[string]time.Time // each key's last start while recording
+	gaps     []time.Duration      // |gap − interval| between two starts of a key
+	full     chan struct{}
+	failed   atomic.Uint64
 }
 
 const (
@@ -56,6 +61,10 @@ func (r *drainBench) onDeliver(e drain.Event) {
 	r.mu.Lock()
 	if r.record && len(r.errs) < r.want {
 		r.errs = append(r.errs, e.Started.Sub(e.Scheduled))
+		if last, ok := r.last[e.Key]; ok {
+			r.gaps = append(r.gaps, (e.Started.Sub(last) - r.interval).Abs())
+		}
+		r.last[e.Key] = e.Started
 		if len(r.errs) == r.want {
 			close(r.full)
 		}
@@ -150,6 +159,7 @@ policies:
 	// Start the keys spread evenly over one interval, so that their slots
 	// fall evenly over each interval instead of all at the same instant.
 	interval := p.Outflow.Interval()
+	r.interval = interval
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := range benchFeeders {
@@ -185,6 +195,7 @@ func waitUntil(at time.Time) {
 func (r *drainBench) measure(b *testing.B) {
 	r.mu.Lock()
 	r.record, r.want, r.errs, r.full = true, b.N, make([]time.Duration, 0, b.N), make(chan struct{})
+	r.last, r.gaps = map[string]time.Time{}, nil
 	full := r.full
 	r.mu.Unlock()
 	failed := r.failed.Load()
@@ -202,7 +213,7 @@ func (r *drainBench) measure(b *testing.B) {
 	base := <-late
 	r.mu.Lock()
 	r.record = false
-	lat := r.errs
+	lat, gaps := r.errs, r.gaps
 	r.mu.Unlock()
 	if n := r.failed.Load() - failed; n > 0 {
 		b.Fatalf("%d failed deliveries", n)
@@ -210,6 +221,8 @@ func (r *drainBench) measure(b *testing.B) {
 	b.ReportMetric(quantile(lat, 0.50), "p50-µs")
 	b.ReportMetric(quantile(lat, 0.99), "p99-µs")
 	b.ReportMetric(quantile(lat, 1), "max-µs")
+	b.ReportMetric(quantile(gaps, 0.50), "gap-p50-µs")
+	b.ReportMetric(quantile(gaps, 0.99), "gap-p99-µs")
 	b.ReportMetric(quantile(base, 0.99), "timer-p99-µs")
 }
 

@@ -38,8 +38,10 @@
 // delivery failed). After a head whose last attempt failed, the read
 // waits for the attempt's end, as it is likely to be dropped. A key whose
 // slots are more than twice headLead (250 ms) apart reads its next job
-// headLead before its slot instead, in a step of its own, so that a key
-// waiting for a far slot keeps no job in memory; a step's own state comes
+// headLead before its slot instead, in a step of its own — or in the step
+// that frees its delivered job's slot, when that comes within headLead of
+// the slot (a key at 1/s: 10 ms before it; one step less per delivery) —
+// so that a key waiting for a far slot keeps no job in memory; a step's own state comes
 // from a pool and goes back to it when the key is released. The head is
 // read by the exact sequence Watch reported for the
 // key (one index lookup), never by searching the key's subject, which would
@@ -106,7 +108,10 @@
 // of the queue size, and a burst against a draining key finds exactly that
 // many places. When the hold would end at the key's next slot, it ends
 // freeLead (10 ms) before it, in a step of its own, so that the delivery
-// in that slot does not wait for the removal (slotHold). A crash in that window delivers the job again (at least
+// in that slot does not wait for the removal (slotHold); also when the
+// delivery started late, the hold ending on the key's slot grid (holdEnd),
+// so that a key late in one burst of many keys' slots keeps its steps,
+// and its place, in the next. A crash in that window delivers the job again (at least
 // once): at most that one job per key, since the next is handed over only
 // after its slot is freed (with Concurrency.Key above 1, at most Key jobs).
 //

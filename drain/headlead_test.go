@@ -69,3 +69,47 @@ func TestFarSlotHoldsNoJob(t *testing.T) {
 		}
 	})
 }
+
+// TestFarSlotReadsAsItFrees checks that a key whose slot hold ends within
+// headLead of its next slot (1/s: 10 ms before it) reads its next head in
+// the step that frees the slot, not in a step of its own 250 ms earlier,
+// and still delivers the job in its slot.
+func TestFarSlotReadsAsItFrees(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, err := NewMemQueue("p", 10, MemQueueConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"j1", "j2"} {
+			if _, err := q.Admit(context.Background(), queue.Job{ID: id, Key: "k", Payload: []byte("payload")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sink := make(timedSink, 2)
+		t0 := time.Now()
+		d := New(q, sink, Pace{Interval: time.Second}, Config{Workers: 2})
+		t.Cleanup(d.Stop)
+		d.Start(t.Context())
+		state := func() (held bool, pend int) {
+			synctest.Wait()
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			k := d.keys["k"]
+			return k.head.msg != nil, len(k.pend)
+		}
+		if at := (<-sink).Sub(t0); at != 0 {
+			t.Fatalf("j1 delivered at %v, want 0s", at)
+		}
+		time.Sleep(time.Second - freeLead - time.Millisecond)
+		if held, pend := state(); held || pend != 1 {
+			t.Errorf("%v before the slot: head held %v, %d slots held; want no head, j1's slot held", freeLead+time.Millisecond, held, pend)
+		}
+		time.Sleep(2 * time.Millisecond)
+		if held, pend := state(); !held || pend != 0 {
+			t.Errorf("%v before the slot: head held %v, %d slots held; want j2 read as j1's slot was freed", freeLead-time.Millisecond, held, pend)
+		}
+		if at := (<-sink).Sub(t0); at != time.Second {
+			t.Errorf("j2 delivered at %v, want 1s", at)
+		}
+	})
+}

@@ -113,11 +113,11 @@ func (k *keyState) removed(seq uint64) (counted bool) {
 }
 
 // delivered records that job i (headJob, or an index in aside) was handed
-// to the sink at started: it keeps its queue slot until started+hold.
-func (k *keyState) delivered(i int, started time.Time, hold time.Duration) {
+// to the sink: it keeps its queue slot until until (holdEnd).
+func (k *keyState) delivered(i int, until time.Time) {
 	seq := k.drop(i)
 	k.pend = append(k.pend, seq)
-	k.pendingAt = started.Add(hold)
+	k.pendingAt = until
 }
 
 // buried records that job i was dead-lettered and removed, and says

@@ -75,13 +75,13 @@ func TestKeyDeliveredAndFreed(t *testing.T) {
 		k.notice(seq)
 	}
 	k.head = tried{msg: &queue.Msg{Seq: 1}, failures: 2, history: []string{"x"}}
-	k.delivered(headJob, at(3), hold)
+	k.delivered(headJob, at(3).Add(hold))
 	if k.head.msg != nil || k.head.failures != 0 || k.head.history != nil || k.from != 2 || !slices.Equal(k.pend, []uint64{1}) ||
 		!k.pendingAt.Equal(at(103)) {
 		t.Errorf("after delivered: head %+v, from %d, pend %v, pendingAt %v", k.head, k.from, k.pend, k.pendingAt.Sub(t0))
 	}
 	k.head = tried{msg: &queue.Msg{Seq: 2}}
-	k.delivered(headJob, at(250), hold)
+	k.delivered(headJob, at(250).Add(hold))
 	if !slices.Equal(k.pend, []uint64{1, 2}) || !k.pendingAt.Equal(at(350)) {
 		t.Errorf("after a second delivery: pend %v, pendingAt %v; want [1 2], 350ms", k.pend, k.pendingAt.Sub(t0))
 	}

@@ -131,6 +131,24 @@ func slotHold(interval, maxHold time.Duration) time.Duration {
 // freed (slotHold).
 const freeLead = 10 * time.Millisecond
 
+// holdEnd returns when a job delivered at started frees its queue slot,
+// next being its key's next slot: after hold (slotHold), but with slots
+// 4·freeLead or more apart no later than freeLead before next. A delivery
+// that started late thus frees its slot on the key's grid, in a step of
+// its own, as one on time does. Counted from the start alone, the removal
+// after a delivery more than freeLead late fell into the next slot, whose
+// delivery waited for it (and was late in turn), and the key's steps moved
+// with its lateness: under a burst of slots (many keys due within a few
+// milliseconds) the late keys' steps landed elsewhere in the next burst
+// each round, and their deliveries with them.
+func holdEnd(started, next time.Time, hold, interval time.Duration) time.Time {
+	end := started.Add(hold)
+	if lead := next.Add(-freeLead); interval >= 4*freeLead && end.After(lead) {
+		return lead
+	}
+	return end
+}
+
 // backoff returns the pause before attempt n+1 after n failures: a ceiling
 // of base doubling per failure, capped at maxWait, and full jitter between
 // base and that ceiling drawn from j (a number in [0,1)), so retries of many

@@ -42,6 +42,32 @@ func TestSlotHold(t *testing.T) {
 	}
 }
 
+// A delivered job frees its slot on its key's grid: freeLead before the
+// next slot, however late the delivery started, when its slots are
+// 4·freeLead or more apart.
+func TestHoldEnd(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name           string
+		started, next  time.Time
+		hold, interval time.Duration
+		want           time.Time
+	}{
+		{"on time", at(0), at(100), 90 * ms, 100 * ms, at(90)},
+		{"late: still before the next slot", at(30), at(100), 90 * ms, 100 * ms, at(90)},
+		{"late by almost the interval", at(95), at(100), 90 * ms, 100 * ms, at(90)},
+		{"slots too close to free early", at(5), at(30), 30 * ms, 30 * ms, at(35)},
+		{"a far next slot: the hold", at(30), at(60000), 1000 * ms, 60000 * ms, at(1030)},
+		{"a far slot, late by nearly all of it", at(59500), at(60000), 1000 * ms, 60000 * ms, at(59990)},
+	} {
+		if got := holdEnd(c.started, c.next, c.hold, c.interval); !got.Equal(c.want) {
+			t.Errorf("%s: holdEnd(%v, %v, %v, %v) = %v, want %v", c.name, c.started.Sub(t0), c.next.Sub(t0), c.hold, c.interval, got.Sub(t0), c.want.Sub(t0))
+		}
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	base, ceil := time.Second, 10*time.Second
 	tests := []struct {

@@ -328,7 +328,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 			}
 		}
 		if s.err == nil {
-			k.delivered(s.job, s.started, d.hold)
+			k.delivered(s.job, holdEnd(s.started, k.next, d.hold, d.pace.Interval))
 			if s.readLater && (k.toRead() || k.lost()) {
 				k.fetch, k.fetchAt = true, now // read at headReadAt
 			}

@@ -72,9 +72,11 @@ func (s *step) reset(k *keyState) *step {
 
 // newStep gives k a step from the Drainer's pool. d.mu must be held.
 func (d *Drainer) newStep(k *keyState) *step {
-	s := new(step)
+	var s *step
 	if n := len(d.steps); n > 0 {
 		s, d.steps = d.steps[n-1], d.steps[:n-1]
+	} else {
+		s = new(step) // only then: it escapes, so made first it was made every time
 	}
 	k.step = s
 	return s.reset(k)
@@ -240,13 +242,20 @@ func (d *Drainer) readsLate(k *keyState) bool {
 
 // headReadAt returns when k reads its head, if it must: at fetchAt, or when k
 // reads late, not before headLead ahead of its next slot, which follows
-// the slot as a new pace moves it. A seek (jobs the key may have lost) is
-// not held back. d.mu must be held.
+// the slot as a new pace moves it — or, when k frees a delivered job's
+// slot within that lead (slotHold), not before it frees it, in the same
+// step: one step less per delivery, whose wake-ups cost a key at 1/s as
+// much CPU as its queue calls. A seek (jobs the key may have lost) is not
+// held back. d.mu must be held.
 func (d *Drainer) headReadAt(k *keyState) time.Time {
 	if k.seek || !d.readsLate(k) {
 		return k.fetchAt
 	}
-	return maxTime(k.fetchAt, k.next.Add(-headLead))
+	at := k.next.Add(-headLead)
+	if len(k.pend) > 0 && k.pendingAt.After(at) && k.pendingAt.Before(k.next) {
+		at = k.pendingAt
+	}
+	return maxTime(k.fetchAt, at)
 }
 
 // planRead fills in how s reads k's head: by the sequences Watch reported,

@@ -20,7 +20,19 @@
 //     limit_req_zone $uri at the same rate and a burst that never
 //     refuses (delay mode, no nodelay), and -inflight requests per key
 //     kept outstanding by this program, so every key always has one
-//     waiting. The window starts -skip after the load started.
+//     waiting. The window starts -skip after the last key's load started.
+//
+// Both sides get the same phases: the keys' first jobs (two a key, before
+// the rest of the fill) and the keys' first requests start evenly spread
+// over -spread of a period, key i at i/keys of it (each side sees a key's
+// first job at once, and keeps the key on that grid after). Left to their
+// own pace (-spread 0), the fill puts every key's first job in within about
+// 0.15 s while nginx's load opens its connections over about 0.33 s at
+// 1,000 keys: the shaper's slots then come twice as dense.
+//
+// With -base-bin, a second shaper binary is measured in the same rounds,
+// interleaved with the build (the build first in odd rounds, the base
+// first in even ones): the same-run baseline of a change.
 //
 // Over the window of -duration, per key, it takes every gap between two
 // consecutive arrivals at the consumer and reports, over all keys, the
@@ -64,6 +76,8 @@ type config struct {
 	inflight     int
 	conns        int
 	nginx        bool
+	spread       float64
+	baseBin      string
 	benchkit.Common
 }
 
@@ -85,10 +99,12 @@ func main() {
 	fs.IntVar(&cfg.inflight, "inflight", 3, "requests outstanding per key against nginx")
 	fs.IntVar(&cfg.conns, "conns", 32, "HTTP connections filling the shaper's keys")
 	fs.BoolVar(&cfg.nginx, "nginx", true, "measure nginx too (installed with apt-get when missing)")
+	fs.Float64Var(&cfg.spread, "spread", 1, "the keys' first jobs (the shaper) and first requests (nginx) start evenly spread over this share of a period, the same phases on both sides; 0: as fast as each side takes them (not the same phases)")
+	fs.StringVar(&cfg.baseBin, "base-bin", "", "another shaper binary (the build before, say) measured in the same rounds, interleaved with the build: its rows are side \"base\"")
 	cfg.AddFlags(fs, "the build")
 	fs.Parse(os.Args[1:])
 	benchkit.Main("smooth", &cfg.Common, cfg.check, func(ctx context.Context, env benchkit.Env) error {
-		b := &bench{cfg: cfg, env: env, shaper: cfg.ShaperBin}
+		b := &bench{cfg: cfg, env: env, shaper: cfg.ShaperBin, base: cfg.baseBin}
 		if err := benchkit.Build(ctx, env.Dir, benchkit.Target{Bin: &b.shaper, Pkg: "./cmd/shaper", Out: "shaper"}); err != nil {
 			return err
 		}
@@ -122,6 +138,8 @@ func (c *config) check() error {
 		return errors.New("-rounds and -conns must be at least 1, -inflight at least 2")
 	case c.duration < time.Second || c.skip < 0 || c.window <= 0:
 		return errors.New("-duration must be at least 1s, -skip not negative, -window positive")
+	case c.spread < 0 || c.spread > 1:
+		return errors.New("-spread must be from 0 to 1")
 	}
 	return nil
 }

@@ -77,7 +77,9 @@ func (b *bench) nginxRow(ctx context.Context, sh shape, round int) (row, error) 
 		return row{}, err
 	}
 	start := time.Now()
-	from, to := start.Add(b.cfg.skip), start.Add(b.cfg.skip+b.cfg.duration)
+	over := b.phases(sh)
+	from := start.Add(over + b.cfg.skip)
+	to := from.Add(b.cfg.duration)
 	loadCtx, stop := context.WithDeadline(ctx, to.Add(100*time.Millisecond))
 	defer stop()
 	cpu0, cpu1 := make(chan float64, 1), make(chan float64, 1)
@@ -89,7 +91,7 @@ func (b *bench) nginxRow(ctx context.Context, sh shape, round int) (row, error) 
 		v, _ = benchkit.CPUSeconds(n.Pid())
 		cpu1 <- v
 	}()
-	load(loadCtx, addr, sh.keys, b.cfg.inflight)
+	load(loadCtx, addr, sh.keys, b.cfg.inflight, start, over)
 	if ctx.Err() != nil {
 		return row{}, ctx.Err()
 	}
@@ -103,8 +105,9 @@ func (b *bench) nginxRow(ctx context.Context, sh shape, round int) (row, error) 
 }
 
 // load keeps inflight requests outstanding on each of keys keys (GET
-// /<key>) against addr until ctx ends.
-func load(ctx context.Context, addr string, keys, inflight int) {
+// /<key>) against addr until ctx ends, key i's from start plus i/keys of
+// over on.
+func load(ctx context.Context, addr string, keys, inflight int, start time.Time, over time.Duration) {
 	tr := &http.Transport{MaxIdleConnsPerHost: keys * inflight, MaxIdleConns: keys * inflight, IdleConnTimeout: time.Minute}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr}
@@ -113,6 +116,7 @@ func load(ctx context.Context, addr string, keys, inflight int) {
 		url := fmt.Sprintf("http://%s/k%d", addr, k)
 		for range inflight {
 			wg.Go(func() {
+				sleepUntil(ctx, start.Add(time.Duration(k)*over/time.Duration(keys)))
 				for ctx.Err() == nil {
 					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 					resp, err := cl.Do(req)

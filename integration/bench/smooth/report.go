@@ -14,8 +14,12 @@ const target = 1500 * time.Microsecond
 // report prints the table, then each shape's p99 range for each side and
 // the target against it.
 func report(w io.Writer, cfg config, rows []row, load0, load1 string) {
-	fmt.Fprintf(w, "Per-key delivery gaps at a consumer, %v windows after %v; gap error: |gap − period| over every key's gaps; most arrivals of a key in any %v (load average %s at the start, %s at the end)\n\n",
-		cfg.duration, cfg.skip, cfg.window, load0, load1)
+	phases := fmt.Sprintf("the keys' phases spread evenly over %.2f of a period on both sides", cfg.spread)
+	if cfg.spread == 0 {
+		phases = "the keys' phases as each side's start made them"
+	}
+	fmt.Fprintf(w, "Per-key delivery gaps at a consumer, %v windows after %v, %s; gap error: |gap − period| over every key's gaps; most arrivals of a key in any %v (load average %s at the start, %s at the end)\n\n",
+		cfg.duration, cfg.skip, phases, cfg.window, load0, load1)
 	benchkit.TableRow(w, "side", "keys × rate", "round", "rate error", "gap error p50", "p99", "max", "shortest gap", "most in a window (bound)", "CPU-µs/delivery")
 	benchkit.TableRule(w, "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:")
 	for _, r := range rows {
@@ -26,6 +30,9 @@ func report(w io.Writer, cfg config, rows []row, load0, load1 string) {
 	for _, sh := range cfg.shapes {
 		s := p99Range(rows, "shaper", sh)
 		line := fmt.Sprintf("%v: shaper p99 %s", sh, s)
+		if cfg.baseBin != "" {
+			line += fmt.Sprintf(", base p99 %s", p99Range(rows, "base", sh))
+		}
 		if cfg.nginx {
 			line += fmt.Sprintf(", nginx p99 %s", p99Range(rows, "nginx", sh))
 		}

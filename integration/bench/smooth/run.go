@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/shaper-dev/shaper/integration/bench/internal/benchkit"
@@ -19,6 +24,7 @@ type bench struct {
 	cfg      config
 	env      benchkit.Env
 	shaper   string // the shaper binary
+	base     string // another, measured in the same rounds (-base-bin); "": none
 	nginxBin string
 	self     string // this program, re-executed as the consumers
 }
@@ -30,16 +36,29 @@ func (b *bench) run(ctx context.Context) error {
 	var rows []row
 	for round := 1; round <= b.cfg.rounds; round++ {
 		for _, sh := range b.cfg.shapes {
-			r, err := b.shaperRow(ctx, sh, round)
-			if err != nil {
-				return fmt.Errorf("shaper, %v: %w", sh, err)
+			sides := []string{"shaper", "base"}
+			if round%2 == 0 {
+				sides = []string{"base", "shaper"}
 			}
-			b.env.Logf("%s", r.summary())
-			rows = append(rows, r)
+			for _, side := range sides {
+				bin := b.shaper
+				if side == "base" {
+					if bin = b.base; bin == "" {
+						continue
+					}
+				}
+				r, err := b.shaperRow(ctx, sh, round, side, bin)
+				if err != nil {
+					return fmt.Errorf("%s, %v: %w", side, sh, err)
+				}
+				b.env.Logf("%s", r.summary())
+				rows = append(rows, r)
+			}
 			if !b.cfg.nginx {
 				continue
 			}
-			if r, err = b.nginxRow(ctx, sh, round); err != nil {
+			r, err := b.nginxRow(ctx, sh, round)
+			if err != nil {
 				return fmt.Errorf("nginx, %v: %w", sh, err)
 			}
 			b.env.Logf("%s", r.summary())
@@ -76,15 +95,15 @@ func collect(ctx context.Context, c *benchkit.Proc, out string) (map[string][]in
 	return readArrivals(out)
 }
 
-// shaperRow measures the shaper at shape sh.
-func (b *bench) shaperRow(ctx context.Context, sh shape, round int) (row, error) {
-	name := fmt.Sprintf("shaper-%dx%d-%d", sh.keys, sh.rate, round)
+// shaperRow measures the shaper binary bin at shape sh, as side.
+func (b *bench) shaperRow(ctx context.Context, sh shape, round int, side, bin string) (row, error) {
+	name := fmt.Sprintf("%s-%dx%d-%d", side, sh.keys, sh.rate, round)
 	// Enough jobs a key for the fill (bounded by a slow machine's), the
 	// skip and the window, so that no key runs dry.
 	perKey := int(math.Ceil(float64(sh.rate)*(b.cfg.skip+b.cfg.duration+15*time.Second).Seconds())) + 1
 	s, err := b.env.Group.StartShaper(benchkit.ShaperConfig{
 		Name:       name,
-		Bin:        b.shaper,
+		Bin:        bin,
 		PolicyFile: filepath.Join(b.env.Dir, name+".yaml"),
 		Policy:     benchkit.Policy(policyName, fmt.Sprintf("%d/s", sh.rate), perKey, 0),
 		Data:       filepath.Join(b.env.Dir, name),
@@ -102,7 +121,14 @@ func (b *bench) shaperRow(ctx context.Context, sh shape, round int) (row, error)
 		return row{}, err
 	}
 	fillStart := time.Now()
-	if err := s.Submit(ctx, policyName, perKey*sh.keys, sh.keys, 100, b.cfg.conns); err != nil {
+	seeded := 0
+	if b.cfg.spread > 0 {
+		seeded = seedJobs
+		if err := seed(ctx, s.HTTPAddr, sh, b.phases(sh), b.cfg.conns); err != nil {
+			return row{}, fmt.Errorf("first jobs: %w", err)
+		}
+	}
+	if err := s.Submit(ctx, policyName, (perKey-seeded)*sh.keys, sh.keys, 100, b.cfg.conns); err != nil {
 		return row{}, fmt.Errorf("fill: %w", err)
 	}
 	filled := time.Now()
@@ -127,7 +153,7 @@ func (b *bench) shaperRow(ctx context.Context, sh shape, round int) (row, error)
 	if err != nil {
 		return row{}, err
 	}
-	r := measure("shaper", sh, round, arr, from.UnixNano(), to.UnixNano(), b.cfg.window)
+	r := measure(side, sh, round, arr, from.UnixNano(), to.UnixNano(), b.cfg.window)
 	r.cpuSecs = cpu1 - cpu0
 	return r, nil
 }
@@ -140,4 +166,61 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-time.After(time.Until(t)):
 		return nil
 	}
+}
+
+// phases is how long the keys' first jobs or requests are spread over
+// (-spread of a period at sh's rate): key i starts at i/keys of it.
+func (b *bench) phases(sh shape) time.Duration {
+	return time.Duration(b.cfg.spread * float64(time.Second) / float64(sh.rate))
+}
+
+// seedJobs is how many jobs of each key seed admits: the key's next slot
+// then finds a job, and the key keeps its phase until the fill's come.
+const seedJobs = 2
+
+// seed admits seedJobs jobs to each key of sh through the shaper's HTTP
+// API at addr, key i's at i/keys of over, conns at a time, and fails
+// unless every one is answered 202.
+func seed(ctx context.Context, addr string, sh shape, over time.Duration, conns int) error {
+	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}, Timeout: 30 * time.Second}
+	defer cl.CloseIdleConnections()
+	start := time.Now()
+	errs := make([]error, conns)
+	var wg sync.WaitGroup
+	for c := range conns {
+		wg.Go(func() {
+			for k := c; k < sh.keys && errs[c] == nil; k += conns {
+				if errs[c] = sleepUntil(ctx, start.Add(time.Duration(k)*over/time.Duration(sh.keys))); errs[c] != nil {
+					return
+				}
+				for range seedJobs {
+					if errs[c] = post(ctx, cl, fmt.Sprintf("http://%s/v1/jobs/%s/k%d", addr, policyName, k)); errs[c] != nil {
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// post admits one job of 100 bytes at url, failing unless it is answered
+// 202.
+func post(ctx context.Context, cl *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(bytes.Repeat([]byte("x"), 100)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := cl.Do(req)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, body)
+	}
+	return nil
 }
