@@ -28,6 +28,23 @@ func (q *keyedReads) Get(ctx context.Context, token string, seq uint64) (*queue.
 	return q.MemQueue.Get(ctx, token, seq)
 }
 
+// startSlowK1 starts a drainer at pace on a MemQueue of 3 jobs a key
+// whose reads take 2 ms, and key k1's 40 ms.
+func startSlowK1(t *testing.T, pace drain.Pace) (*drain.MemQueue, *drain.Drainer, *recorder) {
+	t.Helper()
+	mq, err := drain.NewMemQueue("p", 3, drain.MemQueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, _ := queue.EncodeKey("k1")
+	q := &keyedReads{MemQueue: mq, rtt: 2 * time.Millisecond, delay: map[string]time.Duration{k1: 40 * time.Millisecond}}
+	sink := newRecorder()
+	d := drain.New(q, sink, pace, drain.Config{})
+	t.Cleanup(d.Stop)
+	d.Start(t.Context())
+	return mq, d, sink
+}
+
 // Under a binding total cap, new keys take the cap's slots in the order
 // their jobs came, as the answers given to their producers say (Stored),
 // also when a later key's first head is read before an earlier one's. The
@@ -37,16 +54,7 @@ func (q *keyedReads) Get(ctx context.Context, token string, seq uint64) (*queue.
 func TestCapSlotsInArrivalOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const keys, total = 6, 500 * time.Millisecond
-		mq, err := drain.NewMemQueue("p", 3, drain.MemQueueConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		k1, _ := queue.EncodeKey("k1")
-		q := &keyedReads{MemQueue: mq, rtt: 2 * time.Millisecond, delay: map[string]time.Duration{k1: 40 * time.Millisecond}}
-		sink := newRecorder()
-		d := drain.New(q, sink, drain.Pace{Interval: 100 * time.Millisecond, Total: total}, drain.Config{})
-		t.Cleanup(d.Stop)
-		d.Start(t.Context())
+		mq, d, sink := startSlowK1(t, drain.Pace{Interval: 100 * time.Millisecond, Total: total})
 		start := time.Now()
 		promised := map[string]time.Duration{}
 		for round := range 2 {
@@ -79,16 +87,7 @@ func TestCapSlotsInArrivalOrder(t *testing.T) {
 func TestCapSlotGivenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const total = 500 * time.Millisecond
-		mq, err := drain.NewMemQueue("p", 3, drain.MemQueueConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		k1, _ := queue.EncodeKey("k1")
-		q := &keyedReads{MemQueue: mq, rtt: 2 * time.Millisecond, delay: map[string]time.Duration{k1: 40 * time.Millisecond}}
-		sink := newRecorder()
-		d := drain.New(q, sink, drain.Pace{Interval: 100 * time.Millisecond, Total: total}, drain.Config{})
-		t.Cleanup(d.Stop)
-		d.Start(t.Context())
+		mq, _, sink := startSlowK1(t, drain.Pace{Interval: 100 * time.Millisecond, Total: total})
 		start := time.Now()
 		for _, key := range []string{"k0", "k1"} {
 			rc, err := mq.Admit(context.Background(), queue.Job{ID: key, Key: key})
@@ -117,17 +116,8 @@ func TestCapSlotGivenBack(t *testing.T) {
 // the cap set while the read runs spaces the key's delivery from the last.
 func TestCapSlotOfReadReplanned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mq, err := drain.NewMemQueue("p", 3, drain.MemQueueConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		k1, _ := queue.EncodeKey("k1")
-		q := &keyedReads{MemQueue: mq, rtt: 2 * time.Millisecond, delay: map[string]time.Duration{k1: 40 * time.Millisecond}}
-		sink := newRecorder()
 		pace := drain.Pace{Interval: 100 * time.Millisecond, Total: 500 * time.Millisecond}
-		d := drain.New(q, sink, pace, drain.Config{})
-		t.Cleanup(d.Stop)
-		d.Start(t.Context())
+		mq, d, sink := startSlowK1(t, pace)
 		for _, key := range []string{"k0", "k1"} {
 			if _, err := mq.Admit(context.Background(), queue.Job{ID: key, Key: key}); err != nil {
 				t.Fatal(err)
