@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaper-dev/shaper/drain/adapt"
 )
 
 func TestParseAdapt(t *testing.T) {
@@ -173,5 +175,14 @@ func TestAdaptCovers(t *testing.T) {
 				t.Errorf("override of %s: Covers(%s) = %v, want %v", tc.paths, path, got, want)
 			}
 		}
+	}
+}
+
+// The default floor a policy file shows (AdaptText) is the one the drain's
+// adapter applies: one share, said in two packages that do not import each
+// other.
+func TestDefaultFloorShareAgrees(t *testing.T) {
+	if DefaultAdaptFloorShare != adapt.DefaultFloorShare {
+		t.Errorf("policies.DefaultAdaptFloorShare = %v, drain/adapt.DefaultFloorShare = %v: the default floor shown is not the one applied", DefaultAdaptFloorShare, adapt.DefaultFloorShare)
 	}
 }
