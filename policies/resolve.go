@@ -154,47 +154,6 @@ func patchOf(p Policy) Patch {
 	return out
 }
 
-// whole returns a Patch that sets every field of p: a Total of the zero
-// Rate (no cap), and admit off when p has no admission limit. Its Resolve
-// is p, but for the Line.
-func whole(p Policy) Patch {
-	out := Patch{
-		Name:       Value(p.Name),
-		Outflow:    Value(p.Outflow),
-		Queue:      Value(p.Queue),
-		Overflow:   Value(p.Overflow),
-		Total:      Value(p.Total),
-		Partitions: nonZero(p.Partitions),
-		Deliver: Value(DeliverPatch{
-			Subject: Value(p.Deliver.Subject),
-			Stream:  Value(p.Deliver.Stream),
-			Mode:    Value(p.Deliver.Mode),
-			Webhook: Value(p.Deliver.Webhook),
-			Timeout: Value(p.Deliver.Timeout),
-		}),
-		Retry: Value(RetryPatch{
-			Attempts:   Value(p.Retry.Attempts),
-			Backoff:    Value(p.Retry.Backoff),
-			MaxBackoff: Value(p.Retry.MaxBackoff),
-			Deadline:   Value(p.Retry.Deadline),
-			Budget:     Value(p.Retry.Budget),
-		}),
-		Admit:       Value(AdmitPatch{Off: true}),
-		Concurrency: Value(ConcurrencyPatch{Key: Value(p.Concurrency.Key), Total: nonZero(p.Concurrency.Total)}),
-	}
-	if a := p.Admit; a != nil {
-		out.Admit = Value(AdmitPatch{
-			Algorithm: Value(a.Algorithm),
-			Limit:     Value(a.Limit),
-			Burst:     Value(a.Burst),
-			Shadow:    Value(a.Shadow),
-			Fail:      Value(a.Fail),
-		})
-	}
-	out.Adapt = adaptPatch(p.Adapt, true)
-	return out
-}
-
 // nonZero is v as a Field, absent when v is zero.
 func nonZero[T comparable](v T) Field[T] {
 	var zero T
