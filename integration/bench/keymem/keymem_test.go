@@ -10,8 +10,9 @@ import (
 
 // TestKeymemSmoke runs the benchmark end to end, small (500 keys beside
 // none), and checks that its tables parse: both rows with positive heaps
-// and RSS, the growth per key at 500 keys positive, the sites listed. The
-// figures themselves are not judged.
+// and RSS (but an idle server's sampled heap, which may be 0), the growth
+// per key at 500 keys positive, the sites listed. The figures themselves are
+// not judged.
 func TestKeymemSmoke(t *testing.T) {
 	out := benchtest.Smoke(t, "two shapers", 2*time.Minute, "-keys", "500", "-settle", "200ms", "-timeout", "90s")
 	rows := map[string]map[string]string{}
@@ -26,7 +27,11 @@ func TestKeymemSmoke(t *testing.T) {
 			t.Fatalf("no row for %s keys", keys)
 		}
 		for _, col := range []string{"live heap", "shaper's own heap", "nats-server's heap", "RSS", "peak RSS"} {
-			if _, ok := benchtest.Positive(row[col]); !ok {
+			v, ok := benchtest.Positive(row[col])
+			// The profile is sampled (one sample per 512 KiB allocated on
+			// average): the few MB of an idle server's heap can draw no
+			// sample at all.
+			if !ok && !(keys == "0" && col == "nats-server's heap" && row[col] == "0.0 MB" && v == 0) {
 				t.Errorf("%s keys: %s %q, want a positive size", keys, col, row[col])
 			}
 		}
