@@ -133,3 +133,21 @@ func TestCapSlotOfReadReplanned(t *testing.T) {
 		}
 	})
 }
+
+// A job delivered before its producer is answered is answered as started
+// (0), not with the start of the key's next job.
+func TestStoredAfterDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mq, d, sink := startSlowK1(t, drain.Pace{Interval: 250 * time.Millisecond})
+		rc, err := mq.Admit(context.Background(), queue.Job{ID: "j", Key: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink.wait(t, 1, time.Minute)
+		synctest.Wait() // the step completed: the job delivered, its slot held
+		token, _ := queue.EncodeKey("k")
+		if _, in := d.Stored(token, rc.Seq, time.Now(), 0); in != 0 {
+			t.Errorf("Stored of the job delivered = start in %v, want 0", in)
+		}
+	})
+}

@@ -141,6 +141,11 @@ func (d *Drainer) stored(token string, seq uint64, now time.Time) (KeyStatus, ti
 	fresh := max(st.Waiting-int64(st.Retrying), 0)
 	if seq > st.Seen {
 		st.Queued, st.Waiting, fresh = st.Queued+1, st.Waiting+1, fresh+1
+	} else if fresh == 0 {
+		// Seen, and none of the key's jobs waits: the job, its last, has
+		// started already (a drainer can deliver it before its producer
+		// is answered).
+		return st, 0
 	}
 	return st, max(d.start(k, fresh, now).Sub(now), 0)
 }

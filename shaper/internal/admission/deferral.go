@@ -131,11 +131,11 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 		g.counts.deferred.Add(1)
 	}
 	main := g.drained.Key(token, now)
-	def := g.deferDrained.Key(token, now)
+	// The deferred jobs ahead of this one, this one counted: the deferred
+	// drainer waits (briefly) to have seen those stored just before it (a
+	// burst of deferrals comes faster than its watch reports them).
+	def, _ := g.deferDrained.Stored(token, rec.Seq, now, awaitSeen)
 	ahead := def.Queued
-	if rec.Seq > def.Seen {
-		ahead++ // this job, not yet seen by the deferred drainer
-	}
 	// The job goes back into its queue when a slot frees, behind the jobs
 	// waiting there and the deferred jobs ahead of it: it starts as the
 	// key's fresh job that many places on would.
