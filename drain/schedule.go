@@ -180,8 +180,7 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 					// The total cap is the bottleneck: give the key the
 					// next slot under it. Keys get slots in the order they
 					// fell due.
-					k.next, k.reserved = slot, true
-					d.totalNext = slot.Add(total)
+					d.reserve(k, slot, total)
 					d.putStep(k)
 					d.place(k, now)
 					return nil
@@ -242,7 +241,13 @@ func (d *Drainer) reserveForRead(k *keyState, now time.Time) {
 	if total <= 0 || k.reserved || k.head.msg != nil || k.failing() || k.next.After(now) {
 		return
 	}
-	slot := maxTime(now, d.totalNext)
+	d.reserve(k, maxTime(now, d.totalNext), total)
+}
+
+// reserve gives k the slot under the total cap (of interval total) at
+// slot, the cap's next: the next key's comes total later. d.mu must be
+// held.
+func (d *Drainer) reserve(k *keyState, slot time.Time, total time.Duration) {
 	k.next, k.reserved = slot, true
 	d.totalNext = slot.Add(total)
 }

@@ -3,6 +3,7 @@ package admission
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaper-dev/shaper/queue"
@@ -21,6 +22,7 @@ const StorageHold = 10 * time.Second
 // (Config.Storage). The zero value has room; it is safe for concurrent
 // use.
 type Storage struct {
+	refused atomic.Bool // since is set: a stored job takes the lock only then
 	mu      sync.Mutex
 	since   time.Time // the first refusal of this spell; zero: room
 	last    time.Time // the last refusal
@@ -34,19 +36,21 @@ func (s *Storage) observe(err error, now time.Time) {
 		return
 	}
 	full := errors.Is(err, queue.ErrStorageFull)
-	if err != nil && !full {
-		return
+	if err != nil && !full || !full && !s.refused.Load() {
+		return // not about room, or a job stored with room known
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !full {
 		s.since, s.refusal = time.Time{}, nil
+		s.refused.Store(false)
 		return
 	}
 	if s.since.IsZero() || now.Sub(s.last) >= StorageHold {
 		s.since = now
 	}
 	s.last, s.refusal = now, err
+	s.refused.Store(true)
 }
 
 // Full reports whether JetStream was out of storage at now, by the stores'

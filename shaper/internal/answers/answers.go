@@ -230,13 +230,14 @@ func (v *View) Key(token string, now time.Time) drain.KeyStatus {
 // not deliver the key then). It is the drain's own account of a key that
 // does not move for want of a consumer.
 func (v *View) KeyConsumer(token string, now time.Time) (drain.KeyStatus, time.Time) {
-	if v.g.Part(drain.PartitionOf(token, v.g.Partitions())).Active() {
-		return v.g.Key(token, now), v.waiting()
-	}
 	if r, ok := v.ask(question{Op: "key", Token: token}); ok {
 		return r.Status, r.Waiting
 	}
-	return v.g.Key(token, now), time.Time{}
+	var waiting time.Time
+	if v.g.Part(drain.PartitionOf(token, v.g.Partitions())).Active() {
+		waiting = v.waiting() // this shaper delivers the key
+	}
+	return v.g.Key(token, now), waiting
 }
 
 // StartIn returns when the key's n-th fresh job would start
