@@ -77,8 +77,16 @@ func (c *Cluster) holdLease(ctx context.Context, name string, eager bool, held f
 			first()
 			first = nil
 		}
-		select {
-		case <-ctx.Done():
+		if ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-clock.After(a.wake.Sub(clock.Now())):
+			}
+		}
+		// Ended, the lease is released, never ticked: the loop above
+		// leaves a call in flight once ctx ends, and a select with both
+		// ctx and the timer ready may pick either (tick would panic).
+		if ctx.Err() != nil {
 			a = m.release(clock.Now())
 			report(a)
 			if a.call.op == opDelete {
@@ -87,7 +95,6 @@ func (c *Cluster) holdLease(ctx context.Context, name string, eager bool, held f
 				cancel()
 			}
 			return
-		case <-clock.After(a.wake.Sub(clock.Now())):
 		}
 		a = m.tick(clock.Now())
 	}
