@@ -135,9 +135,10 @@ type Drainer struct {
 	draining               bool
 	active                 bool
 	inflight               int
-	flying                 int           // deliveries awaiting their receipt (concurrency.go)
-	latency                time.Duration // average receipt latency over the keys (concurrency.go)
-	parked                 []*keyState   // keys whose due attempt waits for room under Concurrency.Total
+	flying                 int                  // deliveries awaiting their receipt (concurrency.go)
+	latency                time.Duration        // average receipt latency over the keys (concurrency.go)
+	parked                 []*keyState          // keys whose due attempt waits for room under Concurrency.Total
+	keep                   map[string]time.Time // slots to reserve at the next activation (KeepSlots)
 	queued                 int64
 	counts                 keyCounts     // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
 	seen                   uint64        // the highest sequence the watch reported
@@ -371,10 +372,20 @@ func (d *Drainer) SetActive(active bool) {
 			// Jobs another drainer removed meanwhile are skipped when their
 			// read finds them gone.
 			k.reread()
+			if active {
+				// The slots reserved under the cap when it last stopped
+				// are gone with the time; an inactive drainer keeps them,
+				// to answer as it would have delivered and for the next
+				// drainer (CapSlots).
+				k.reserved = false
+			}
 			if active && k.depth > 0 {
 				k.fetch, k.fetchAt = true, now
 			}
 			d.place(k, now)
+		}
+		if active {
+			d.keepSlots(now)
 		}
 	}
 	d.mu.Unlock()

@@ -1,8 +1,10 @@
 package drain
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -148,5 +150,73 @@ func (d *Drainer) KeepPace(last map[string]time.Time) {
 		}
 		k.last, k.lastStart = at, at
 		k.next = maxTime(k.next, at.Add(d.interval(k)))
+	}
+}
+
+// CapSlots returns, by key token, the slot each key has reserved under the
+// total cap (none without a cap), or had reserved when the Drainer last
+// became inactive: with LastStarts, what the next drainer of the keys
+// needs to keep the cap's rounds across a hand-over (KeepSlots).
+// LastStarts alone keeps each key's own slot, not the cap's order: a key
+// with no slot reserved yet would take the cap's first slot free, which
+// this drainer had promised another key.
+func (d *Drainer) CapSlots() map[string]time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.total() <= 0 {
+		return nil
+	}
+	var out map[string]time.Time
+	for token, k := range d.keys {
+		if k.reserved {
+			if out == nil {
+				out = map[string]time.Time{}
+			}
+			out[token] = k.next
+		}
+	}
+	return out
+}
+
+// KeepSlots makes the Drainer, when it next becomes active, reserve under
+// the total cap the slots another drainer had reserved for the keys
+// (CapSlots), in their order: each at its time when that is still ahead
+// and free, else at the cap's next slot, so that slots which passed during
+// the hand-over follow each other by the cap's interval from then on, in
+// the order they were given, and the keys that had none take theirs after
+// them. Call it after KeepPace, before SetActive(true).
+func (d *Drainer) KeepSlots(slots map[string]time.Time) {
+	d.mu.Lock()
+	d.keep = slots
+	d.mu.Unlock()
+}
+
+// keepSlots reserves the slots KeepSlots was given, skipping the keys
+// with no job left or in a step. d.mu must be held.
+func (d *Drainer) keepSlots(now time.Time) {
+	slots := d.keep
+	d.keep = nil
+	total := d.total()
+	if total <= 0 || len(slots) == 0 {
+		return
+	}
+	type held struct {
+		k  *keyState
+		at time.Time
+	}
+	order := make([]held, 0, len(slots))
+	for token, at := range slots {
+		if k := d.keys[token]; k != nil && k.depth > 0 && !k.busy {
+			order = append(order, held{k, at})
+		}
+	}
+	slices.SortFunc(order, func(a, b held) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.k.token, b.k.token))
+	})
+	next := maxTime(d.totalNext, now)
+	for _, h := range order {
+		d.reserve(h.k, maxTime(maxTime(h.at, next), h.k.next), total)
+		next = d.totalNext
+		d.place(h.k, now)
 	}
 }

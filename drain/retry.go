@@ -199,6 +199,5 @@ func (k *keyState) reread() {
 	clear(k.aside)
 	k.setAside(k.aside[:0])
 	k.head = tried{}
-	k.reserved = false
 	k.credit = initialCredit
 }

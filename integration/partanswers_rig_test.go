@@ -165,24 +165,40 @@ func (r *partRig) holders() []int {
 }
 
 // waitShared waits until the live shapers drain every partition between
-// them, each at least one, and logs who drains what.
-func (r *partRig) waitShared() []int {
+// them, each ⌊n/m⌋ or ⌈n/m⌉ of them, unchanged for a lease TTL (a join or
+// a leave moves partitions as each shaper sees the membership change: a
+// balanced share may still move on), logs who drains what, and returns the
+// holders and when they were first seen.
+func (r *partRig) waitShared() ([]int, time.Time) {
 	r.t.Helper()
 	live := r.live()
-	var holders []int
+	var (
+		holders, last []int
+		since         time.Time
+	)
 	waitFor(r.t, 30*time.Second, fmt.Sprintf("the %d partitions shared out over shapers %v", r.parts, live), func() bool {
-		count := map[int]int{}
 		holders = r.holders()
+		if !slices.Equal(holders, last) {
+			last, since = holders, time.Now()
+			return false
+		}
+		count := map[int]int{}
 		for _, h := range holders {
 			if h < 0 {
 				return false
 			}
 			count[h]++
 		}
-		return len(count) == min(len(live), r.parts)
+		m := min(len(live), r.parts)
+		for _, c := range count {
+			if c < r.parts/m || c > (r.parts+m-1)/m {
+				return false
+			}
+		}
+		return len(count) == m && time.Since(since) >= partRigLease
 	})
 	r.t.Logf("partitions held by shapers %v (by partition)", holders)
-	return holders
+	return holders, since
 }
 
 // startShaperAt starts shaper i (again).
@@ -322,10 +338,10 @@ func (r *partRig) refusals(tag string, shapers ...int) []answerOf {
 	return out
 }
 
-// awaitRoom finds, for each 429 of answers, when the shaper that gave it
-// next accepts a job of its key (asked every 50 ms; refusals change
-// nothing), all at once.
-func (r *partRig) awaitRoom(answers []answerOf) {
+// awaitRoom starts finding, for each 429 of answers, when the shaper that
+// gave it next accepts a job of its key (asked every 50 ms from now on;
+// refusals change nothing), all at once; wait waits until each is found.
+func (r *partRig) awaitRoom(answers []answerOf) (wait func()) {
 	var wg sync.WaitGroup
 	for n := range answers {
 		a := &answers[n]
@@ -346,7 +362,7 @@ func (r *partRig) awaitRoom(answers []answerOf) {
 			r.t.Errorf("%s: shaper %d never accepted a job again", a.key, a.shaper)
 		})
 	}
-	wg.Wait()
+	return wg.Wait
 }
 
 // spread sums up answers' offsets (arrival − promise) for the log.

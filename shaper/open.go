@@ -154,7 +154,7 @@ func (s *Shaper) reportShutdown() (stop func()) {
 // partitionHeld returns what a shaper does when it takes or gives up
 // partition i of policy name, served by line: it recounts the keys' jobs,
 // keeps the pace of the keys the previous holder handed over
-// (cluster.Handover), starts delivering and answers the other shapers'
+// and their slots under the total cap (cluster.Handover), starts delivering and answers the other shapers'
 // questions about its keys (answers.View.Serve); or it stops, frees the
 // slots of the jobs it delivered (pipeline.Pipeline.SetPartition), leaves
 // its keys' last attempts for the next holder and stops answering.
@@ -168,7 +168,8 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 		if !holding {
 			line.SetPartition(i, false, until)
 			since := time.Now().Add(-line.Policy().Outflow.Interval())
-			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, line.Drain.Part(i).LastStarts(since))
+			d := line.Drain.Part(i)
+			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, cluster.Handover{Last: d.LastStarts(since), Slots: d.CapSlots()})
 			// Released, its drainer still knows what the next holder will
 			// do (its keys' depths and last attempts): it answers the
 			// questions about them until the lease is given up.
@@ -182,9 +183,9 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 			// last removals: read it afresh before delivering and
 			// answering.
 			line.Drain.Recount(ctx, i)
-			if last := s.cluster.Handover(ctx, lease); len(last) > 0 {
-				line.Drain.Part(i).KeepPace(last)
-			}
+			h := s.cluster.TakeHandover(ctx, lease)
+			line.Drain.Part(i).KeepPace(h.Last)
+			line.Drain.Part(i).KeepSlots(h.Slots)
 		}
 		line.SetPartition(i, true, until)
 		if err := line.answers.Serve(i, true); err != nil {

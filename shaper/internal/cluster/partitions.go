@@ -308,17 +308,34 @@ func (c *Cluster) Drainers(ctx context.Context, name string, n int) []string {
 // the leases bucket's TTL.
 func handoverKey(lease string) string { return "handover." + lease }
 
-// PutHandover leaves the last attempts of the keys of a partition (by key
-// token) for its next holder, before this shaper releases its lease: the
-// next holder keeps their pace (Handover). Errors are logged: without the
-// entry the next holder may start a key up to one interval early.
-func (c *Cluster) PutHandover(ctx context.Context, lease string, last map[string]time.Time) {
-	if len(last) == 0 {
+// Handover is what the last holder of a partition leaves its next holder,
+// by key token: each key's last attempt (drain.Drainer.LastStarts), which
+// keeps the key's pace, and the slot it had reserved under the total cap
+// (drain.Drainer.CapSlots), which keeps the cap's order.
+type Handover struct {
+	Last, Slots map[string]time.Time
+}
+
+// slotPrefix marks a reserved slot in a hand-over entry, beside the last
+// attempts: a key token never holds a '.', so a shaper of an earlier
+// release, which reads the entry as last attempts only, finds no key of
+// that name and skips it.
+const slotPrefix = "cap."
+
+// PutHandover leaves h for the next holder of a lease (Handover), before
+// this shaper releases it. Errors are logged: without the entry the next
+// holder may start a key up to one interval early, or in another's slot
+// under the cap.
+func (c *Cluster) PutHandover(ctx context.Context, lease string, h Handover) {
+	if len(h.Last) == 0 && len(h.Slots) == 0 {
 		return
 	}
-	ms := make(map[string]int64, len(last))
-	for token, at := range last {
+	ms := make(map[string]int64, len(h.Last)+len(h.Slots))
+	for token, at := range h.Last {
 		ms[token] = at.UnixMilli()
+	}
+	for token, at := range h.Slots {
+		ms[slotPrefix+token] = at.UnixMilli()
 	}
 	b, _ := json.Marshal(ms)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
@@ -328,24 +345,28 @@ func (c *Cluster) PutHandover(ctx context.Context, lease string, last map[string
 	}
 }
 
-// Handover returns the last attempts the previous holder of a lease left
-// (PutHandover), and nothing when it left none or they expired.
-func (c *Cluster) Handover(ctx context.Context, lease string) map[string]time.Time {
+// TakeHandover returns what the previous holder of a lease left
+// (PutHandover): nothing when it left none or it expired.
+func (c *Cluster) TakeHandover(ctx context.Context, lease string) Handover {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
 	defer cancel()
 	e, err := c.leases.Get(ctx, handoverKey(lease))
 	if err != nil {
-		return nil
+		return Handover{}
 	}
 	var ms map[string]int64
 	if json.Unmarshal(e.Value(), &ms) != nil {
-		return nil
+		return Handover{}
 	}
-	out := make(map[string]time.Time, len(ms))
-	for token, at := range ms {
-		out[token] = time.UnixMilli(at)
+	h := Handover{Last: map[string]time.Time{}, Slots: map[string]time.Time{}}
+	for name, at := range ms {
+		if token, ok := strings.CutPrefix(name, slotPrefix); ok {
+			h.Slots[token] = time.UnixMilli(at)
+		} else {
+			h.Last[name] = time.UnixMilli(at)
+		}
 	}
-	return out
+	return h
 }
 
 // layoutKey names the entry that says in how many partitions a policy is

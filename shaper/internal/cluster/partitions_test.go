@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 )
@@ -73,16 +70,7 @@ func (p *partitionsHeld) list() []int {
 // ready at once, until the returned stop is called.
 func holdParts(t *testing.T, url, instance string, n int, ttl time.Duration) (*partitionsHeld, func()) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Open(context.Background(), js, cluster.Config{Instance: instance, LeaseTTL: ttl})
+	c, err := cluster.Open(context.Background(), jetStreamOf(t, url), cluster.Config{Instance: instance, LeaseTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
