@@ -67,13 +67,6 @@ func (w *webhook) arrived(id string) (time.Time, bool) {
 	return at, ok
 }
 
-// count returns how many deliveries arrived.
-func (w *webhook) count() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.all)
-}
-
 // promise is an answer a producer got: when the job is expected to reach
 // the consumer.
 type promise struct {

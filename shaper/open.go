@@ -157,7 +157,8 @@ func (s *Shaper) reportShutdown() (stop func()) {
 // and their slots under the total cap (cluster.Handover), starts delivering and answers the other shapers'
 // questions about its keys (answers.View.Serve); or it stops, frees the
 // slots of the jobs it delivered (pipeline.Pipeline.SetPartition), leaves
-// its keys' last attempts for the next holder and stops answering.
+// its keys' last attempts and slots for the next holder and answers until
+// that one does (answers.View.Leave).
 // Renewals of a holding only move its bound on.
 func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) func(i int, holding bool, until time.Time) {
 	n := line.Drain.Partitions()
@@ -171,9 +172,10 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 			d := line.Drain.Part(i)
 			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, cluster.Handover{Last: d.LastStarts(since), Slots: d.CapSlots()})
 			// Released, its drainer still knows what the next holder will
-			// do (its keys' depths and last attempts): it answers the
-			// questions about them until the lease is given up.
-			if err := line.answers.Serve(i, false); err != nil {
+			// do (its keys' depths, last attempts and slots under the
+			// cap): it answers the questions about them until the next
+			// holder does, a lease TTL at most.
+			if err := line.answers.Leave(i, s.cfg.LeaseTTL); err != nil {
 				s.log.Warn("answers: stop serving a partition", "policy", name, "partition", i, "err", err)
 			}
 			return

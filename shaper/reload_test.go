@@ -57,7 +57,7 @@ policies:
 		"  - name: b\n    outflow: 1/s\n    queue: 1\n  - name: c\n    outflow: worse\n    queue: 1\n")
 	if code, body := r.do(t, "POST", "/v1/reload", ""); code != http.StatusBadRequest {
 		t.Errorf("POST /v1/reload of a file broken twice = %d %v, want 400", code, body)
-	} else if detail := body["detail"].(string); !(strings.Index(detail, "bad") >= 0 && strings.Index(detail, "bad") < strings.Index(detail, "worse")) {
+	} else if detail := body["detail"].(string); !(strings.Contains(detail, "bad") && strings.Index(detail, "bad") < strings.Index(detail, "worse")) {
 		t.Errorf("POST /v1/reload of a file broken on lines 3 and 12 said %q, want line 3's problem first", detail)
 	}
 	if st := r.Status(); len(st) != 2 || st[0].Name != "gone" || st[1].Outflow.String() != "1/h" {

@@ -175,7 +175,7 @@ func wantAttr(t *testing.T, s sdktrace.ReadOnlySpan, key, want string) {
 		t.Errorf("%s span lacks attribute %s", s.Name(), key)
 		return
 	}
-	if got := s.Attributes()[i].Value.Emit(); got != want {
+	if got := s.Attributes()[i].Value.String(); got != want {
 		t.Errorf("%s span: %s = %q, want %q", s.Name(), key, got, want)
 	}
 }

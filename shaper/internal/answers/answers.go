@@ -61,6 +61,7 @@ type View struct {
 
 	mu        sync.Mutex
 	subs      []*nats.Subscription // by partition, while this shaper serves it
+	leaving   []func()             // by partition, ends the wait for the next holder (Leave)
 	recounted []time.Time          // by partition, when a fallback last recounted it
 }
 
@@ -81,7 +82,8 @@ func New(nc *nats.Conn, policy string, g *drain.Group, cfg Config) *View {
 	}
 	return &View{
 		nc: nc, root: Subject(policy, g.Partitions()), g: g, timeout: cfg.Timeout, waiting: cfg.Waiting,
-		log: cfg.Logger.With("policy", policy), subs: make([]*nats.Subscription, g.Partitions()), recounted: make([]time.Time, g.Partitions()),
+		log: cfg.Logger.With("policy", policy), subs: make([]*nats.Subscription, g.Partitions()),
+		leaving: make([]func(), g.Partitions()), recounted: make([]time.Time, g.Partitions()),
 	}
 }
 
@@ -113,11 +115,16 @@ type reply struct {
 
 // Serve starts (on) or stops answering the questions about partition i:
 // call it with true once this shaper delivers the partition, with false
-// before it stops. Answers are computed from the partition's drainer at
-// the holder's time.
+// before it stops (or Leave). Answers are computed from the partition's
+// drainer at the holder's time. A shaper that starts serving a partition
+// says so to the one that served it before (Leave).
 func (v *View) Serve(i int, on bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if stop := v.leaving[i]; stop != nil {
+		v.leaving[i] = nil
+		stop()
+	}
 	sub := v.subs[i]
 	if !on {
 		v.subs[i] = nil
@@ -126,21 +133,72 @@ func (v *View) Serve(i int, on bool) error {
 		}
 		return sub.Unsubscribe()
 	}
-	if sub != nil {
+	if sub == nil {
+		d := v.g.Part(i)
+		var err error
+		sub, err = v.nc.Subscribe(partSubject(v.root, i), func(m *nats.Msg) {
+			go v.answer(d, m) // a stored job's answer may wait for the watch
+		})
+		if err != nil {
+			return err
+		}
+		v.subs[i] = sub
+	}
+	return v.nc.Publish(servedSubject(v.root, i), nil)
+}
+
+// Leave goes on answering the questions about partition i, which this
+// shaper has just released, until the next holder serves them (Serve) or
+// at most for bound: its drainer, released, still knows what the next
+// holder will do with the keys (their last attempts, the slots reserved
+// under the total cap, its delivered jobs freed), which the other shapers'
+// passive drainers do not, and a graceful hand-over would otherwise leave
+// the partition without an answer between the release and the take.
+func (v *View) Leave(i int, bound time.Duration) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	sub := v.subs[i]
+	if sub == nil || v.leaving[i] != nil {
 		return nil
 	}
-	d := v.g.Part(i)
-	sub, err := v.nc.Subscribe(partSubject(v.root, i), func(m *nats.Msg) {
-		go v.answer(d, m) // a stored job's answer may wait for the watch
-	})
-	if err != nil {
-		return err
+	var (
+		once  sync.Once
+		timer *time.Timer
+		next  *nats.Subscription
+	)
+	stop := func() { // v.mu held
+		once.Do(func() {
+			timer.Stop()
+			next.Unsubscribe()
+			if v.subs[i] == sub {
+				v.subs[i] = nil
+				sub.Unsubscribe()
+			}
+		})
 	}
-	v.subs[i] = sub
+	end := func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.leaving[i] != nil {
+			v.leaving[i] = nil
+			stop()
+		}
+	}
+	var err error
+	if next, err = v.nc.Subscribe(servedSubject(v.root, i), func(*nats.Msg) { end() }); err != nil {
+		v.subs[i] = nil
+		return errors.Join(err, sub.Unsubscribe())
+	}
+	timer = time.AfterFunc(bound, end)
+	v.leaving[i] = stop
 	return nil
 }
 
 func partSubject(root string, i int) string { return root + "." + strconv.Itoa(i) }
+
+// servedSubject is where a shaper that starts serving partition i says
+// so, to the one leaving it (Leave).
+func servedSubject(root string, i int) string { return partSubject(root, i) + ".served" }
 
 // answer answers the question m about a key of d's partition.
 func (v *View) answer(d *drain.Drainer, m *nats.Msg) {
@@ -182,12 +240,12 @@ func (v *View) ask(q question) (reply, bool) {
 	if err != nil {
 		return reply{}, false
 	}
-	m, err := v.nc.Request(partSubject(v.root, i), data, v.timeout)
+	m, err := v.request(i, data)
 	if err != nil {
-		// No holder (nats.ErrNoResponders: between two, or one just
-		// killed), or a slow one: the passive drainer answers, from a
-		// count of the partition's jobs read afresh, since it does not see
-		// the holder's removals.
+		// No holder (nats.ErrNoResponders: one just killed, or a hand-over
+		// longer than the wait), or a slow one: the passive drainer
+		// answers, from a count of the partition's jobs read afresh, since
+		// it does not see the holder's removals.
 		v.recount(i)
 		return reply{}, false
 	}
@@ -196,6 +254,28 @@ func (v *View) ask(q question) (reply, bool) {
 		return reply{}, false
 	}
 	return r, true
+}
+
+// askAgain is how long a View waits before it asks again a partition that
+// had no holder to answer.
+const askAgain = 10 * time.Millisecond
+
+// request asks the holder of partition i, within the View's timeout. A
+// partition with no holder is asked again until then: a graceful hand-over
+// leaves it without one for the tens of milliseconds between the release
+// and the take, and the next holder knows what the passive drainer does
+// not (the keys' last attempts, the slots reserved under the total cap,
+// the jobs delivered and not freed). It stops asking when this shaper
+// takes the partition.
+func (v *View) request(i int, data []byte) (*nats.Msg, error) {
+	deadline := time.Now().Add(v.timeout)
+	for {
+		m, err := v.nc.Request(partSubject(v.root, i), data, time.Until(deadline))
+		if !errors.Is(err, nats.ErrNoResponders) || time.Until(deadline) < askAgain || v.g.Part(i).Active() {
+			return m, err
+		}
+		time.Sleep(askAgain)
+	}
 }
 
 // recount reads partition i's depths afresh (drain.Group.Recount), at

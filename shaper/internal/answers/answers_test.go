@@ -56,35 +56,8 @@ func (discard) Deliver(context.Context, *drain.Delivery) error { return nil }
 // which knows nothing of the key's last attempt. Once the holder stops
 // serving, the other answers from its own drainer.
 func TestViewAsksTheHolder(t *testing.T) {
-	conns := startNATS(t, 2)
-	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pace := drain.Pace{Interval: time.Hour} // the key's next job is an hour after its first
-	holder := drain.NewGroup(q, 2, discard{}, pace, drain.Config{})
-	other := drain.NewGroup(q, 2, discard{}, pace, drain.Config{Passive: true})
-	defer holder.Stop()
-	defer other.Stop()
-	ctx := context.Background()
-	holder.Advance(ctx, time.Now())
-	other.Advance(ctx, time.Now())
-	key := "k"
-	tok, err := queue.EncodeKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seq uint64
-	for i := range 3 {
-		rec, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint("j", i), Key: key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq = rec.Seq
-	}
-	holder.Advance(ctx, time.Now()) // the first job is delivered
+	conns, holder, other, tok, seq := holderRig(t)
 	part := drain.PartitionOf(tok, 2)
-
 	served := answers.New(conns[0], "p", holder, answers.Config{})
 	asking := answers.New(conns[1], "p", other, answers.Config{})
 	if err := served.Serve(part, true); err != nil {
@@ -183,5 +156,114 @@ func TestKeyConsumerFromTheHolder(t *testing.T) {
 	}
 	if _, got := asking.KeyConsumer(tok, time.Now()); !got.IsZero() {
 		t.Errorf("with no holder answering, KeyConsumer waiting since %v, want unknown (zero)", got)
+	}
+}
+
+// holderRig is two shapers' Groups of one queue in two partitions, the
+// first delivering, at 1/h: key k has three jobs, the first delivered, so
+// that the holder's next start is an hour away and the passive drainer's
+// at once. It returns three shapers' connections, the Groups, k's token and
+// the sequence of its last job.
+func holderRig(t *testing.T) (conns []*nats.Conn, holder, other *drain.Group, tok string, seq uint64) {
+	t.Helper()
+	conns = startNATS(t, 3)
+	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pace := drain.Pace{Interval: time.Hour} // the key's next job is an hour after its first
+	holder = drain.NewGroup(q, 2, discard{}, pace, drain.Config{})
+	other = drain.NewGroup(q, 2, discard{}, pace, drain.Config{Passive: true})
+	t.Cleanup(holder.Stop)
+	t.Cleanup(other.Stop)
+	ctx := context.Background()
+	holder.Advance(ctx, time.Now())
+	other.Advance(ctx, time.Now())
+	key := "k"
+	if tok, err = queue.EncodeKey(key); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		rec, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint("j", i), Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq = rec.Seq
+	}
+	holder.Advance(ctx, time.Now()) // the first job is delivered
+	return conns, holder, other, tok, seq
+}
+
+// A partition between two holders (a graceful hand-over: the release, then
+// the take) is asked again until the next holder answers, within the
+// View's timeout: its answer, not the passive drainer's.
+func TestViewAsksThroughAHandOver(t *testing.T) {
+	conns, holder, other, tok, _ := holderRig(t)
+	part := drain.PartitionOf(tok, 2)
+	served := answers.New(conns[0], "p", holder, answers.Config{})
+	asking := answers.New(conns[1], "p", other, answers.Config{Timeout: 2 * time.Second})
+	go func() {
+		time.Sleep(50 * time.Millisecond) // no holder serves meanwhile
+		if err := served.Serve(part, true); err != nil {
+			t.Error(err)
+		}
+	}()
+	if got := asking.StartIn(tok, 1, time.Now()); got < 59*time.Minute {
+		t.Errorf("StartIn asked with no holder serving for 50 ms = %v, want the next holder's, about an hour", got)
+	}
+}
+
+// A shaper that released a partition (Leave) answers for it until the next
+// holder serves it, not the passive drainers of the others, and stops then
+// — or after its bound, when no holder comes.
+func TestLeaveAnswersUntilTheNextHolder(t *testing.T) {
+	conns, holder, other, tok, _ := holderRig(t)
+	part := drain.PartitionOf(tok, 2)
+	leaving := answers.New(conns[0], "p", holder, answers.Config{})
+	asking := answers.New(conns[1], "p", other, answers.Config{})
+	if err := leaving.Serve(part, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaving.Leave(part, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := conns[0].Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := asking.StartIn(tok, 1, time.Now()); got < 59*time.Minute {
+		t.Fatalf("StartIn from a shaper that left the partition = %v, want its answer, about an hour", got)
+	}
+	// The next holder (its answer here is the passive drainer's, under a
+	// minute, which tells the two apart) serves: the one leaving stops.
+	next := answers.New(conns[2], "p", other, answers.Config{})
+	if err := next.Serve(part, true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n := 0; n < 20; {
+		if asking.StartIn(tok, 1, time.Now()) < time.Minute {
+			n++
+			continue
+		}
+		n = 0
+		if time.Now().After(deadline) {
+			t.Fatal("the shaper that left the partition still answers 5 s after the next holder serves it")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// No next holder: it stops after its bound.
+	if err := next.Serve(part, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaving.Serve(part, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaving.Leave(part, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if got := asking.StartIn(tok, 1, time.Now()); got > time.Minute {
+		t.Errorf("StartIn 200 ms after a leave bound to 50 ms = %v, want the passive drainer's (no holder)", got)
 	}
 }
