@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 // Two shapers on one JetStream: both admit, one drains each policy, so the
@@ -110,4 +112,38 @@ func TestInstanceIDIsClaimedOnce(t *testing.T) {
 	first.Stop()
 	again := testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: srv.ClientURL(), InstanceID: "one", LeaseTTL: 3 * time.Second})
 	again.Stop()
+}
+
+// Why a queued job waits is the answer of the shaper that delivers its
+// key: asked of the other shaper, whose own sink delivers nothing, the
+// job's status still says it waits for a consumer, as a full key's 429
+// does.
+func TestJobWaitsForAConsumerAskedOfAnyShaper(t *testing.T) {
+	ns := testenv.NATS(t)
+	set := testenv.Policies(t, "policies:\n  - {name: p, outflow: 1/m, queue: 2}\n")
+	startOne := func(id string) *testenv.Running {
+		return testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: ns.ClientURL(), InstanceID: id, LeaseTTL: 1500 * time.Millisecond})
+	}
+	a, b := startOne("a"), startOne("b")
+	waitFor(t, "one shaper draining the policy", 10*time.Second, func() bool {
+		return a.Status()[0].Draining != b.Status()[0].Draining
+	})
+	other := a
+	if a.Status()[0].Draining {
+		other = b
+	}
+	api, err := client.New(wrap(t, other).base, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := api.Submit(ctx, "p", "k", []byte("x"))
+	if err != nil || res.Outcome != client.OutcomeAccepted {
+		t.Fatalf("Submit = %+v, %v", res, err)
+	}
+	var job client.Job
+	waitFor(t, "the status, asked of the shaper that does not deliver, to say the job waits for a consumer", 10*time.Second, func() bool {
+		job, err = api.Job(ctx, res.ID)
+		return err == nil && strings.HasPrefix(job.Reason, drain.WaitingForConsumer)
+	})
 }

@@ -154,16 +154,25 @@ func (t *table) queueOf(id string) (string, *queue.Queue, uint64, bool) {
 	return "", nil, 0, false
 }
 
-// waiting says why the queued jobs of policy wait (jobs.Waiting): for
-// a consumer, when its deliveries find nobody to answer them.
-func (t *table) waiting(policy string) string {
+// waiting says why the queued jobs of key of policy wait (jobs.Waiting):
+// for a consumer, when the deliveries of the shaper that delivers the key
+// find nobody to answer them — its own answer, asked of it like a 429's
+// (answers.View.KeyConsumer), not this shaper's sink, which delivers
+// nothing of a partition another shaper holds.
+func (t *table) waiting(policy, key string) string {
 	t.mu.RLock()
 	line := t.lines[policy]
 	t.mu.RUnlock()
-	if line == nil || line.waiting == nil {
+	if line == nil {
 		return ""
 	}
-	if since := line.waiting(); !since.IsZero() {
+	var since time.Time
+	if token, err := queue.EncodeKey(key); err == nil && line.answers != nil {
+		_, since = line.answers.KeyConsumer(token, time.Now())
+	} else if line.waiting != nil {
+		since = line.waiting()
+	}
+	if !since.IsZero() {
 		return fmt.Sprintf("%s since %s", drain.WaitingForConsumer, since.UTC().Format(time.RFC3339))
 	}
 	return ""

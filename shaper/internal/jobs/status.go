@@ -14,9 +14,9 @@ import (
 // job's sequence there; ok false for an id no queue made.
 type Finder func(id string) (policy string, q *queue.Queue, seq uint64, ok bool)
 
-// Waiting says why the queued jobs of policy wait beyond their turn ("":
-// they do not), as the reason of their status.
-type Waiting func(policy string) string
+// Waiting says why the queued jobs of key of policy wait beyond their turn
+// ("": they do not), as the reason of their status.
+type Waiting func(policy, key string) string
 
 // Handler serves GET /v1/jobs/{id}.
 func (s *Store) Handler(find Finder, waiting Waiting) http.HandlerFunc {
@@ -24,7 +24,7 @@ func (s *Store) Handler(find Finder, waiting Waiting) http.HandlerFunc {
 		id := r.PathValue("id")
 		rec, err := s.Status(r.Context(), id, find)
 		if err == nil && rec.Status == Queued && rec.Reason == "" {
-			rec.Reason = waiting(rec.Policy)
+			rec.Reason = waiting(rec.Policy, rec.Key)
 		}
 		switch {
 		case err == nil:
