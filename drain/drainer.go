@@ -135,10 +135,10 @@ type Drainer struct {
 	draining               bool
 	active                 bool
 	inflight               int
-	flying                 int                  // deliveries awaiting their receipt (concurrency.go)
-	latency                time.Duration        // average receipt latency over the keys (concurrency.go)
-	parked                 []*keyState          // keys whose due attempt waits for room under Concurrency.Total
-	keep                   map[string]time.Time // slots to reserve at the next activation (KeepSlots)
+	flying                 int           // deliveries awaiting their receipt (concurrency.go)
+	latency                time.Duration // average receipt latency over the keys (concurrency.go)
+	parked                 []*keyState   // keys whose due attempt waits for room under Concurrency.Total
+	keep                   CapOrder      // the places under the cap to take at the next activation (KeepCapOrder)
 	queued                 int64
 	counts                 keyCounts     // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
 	seen                   uint64        // the highest sequence the watch reported
@@ -376,7 +376,7 @@ func (d *Drainer) SetActive(active bool) {
 				// The slots reserved under the cap when it last stopped
 				// are gone with the time; an inactive drainer keeps them,
 				// to answer as it would have delivered and for the next
-				// drainer (CapSlots).
+				// drainer (CapOrder).
 				k.reserved = false
 			}
 			if active && k.depth > 0 {
@@ -385,7 +385,7 @@ func (d *Drainer) SetActive(active bool) {
 			d.place(k, now)
 		}
 		if active {
-			d.keepSlots(now)
+			d.keepCapOrder(now)
 		}
 	}
 	d.mu.Unlock()

@@ -18,7 +18,7 @@ import (
 // Each job's answer (Stored, from the drainer delivering at the time)
 // comes true no earlier than it said, and no later than the pause and one
 // slot of the cap; the cap holds across the hand-over. Without the slots
-// the cap had reserved (CapSlots, KeepSlots) a key with none reserved took
+// the cap had reserved (CapOrder, KeepCapOrder) a key with none reserved took
 // the next drainer's first slot and came a second early.
 func TestHandOverKeepsTheCapsPromises(t *testing.T) {
 	const capSlot = 500 * time.Millisecond
@@ -48,12 +48,12 @@ type handedJob struct {
 	want, got time.Time
 }
 
-type handOver struct {
+type handedOver struct {
 	t0   time.Time
 	jobs []handedJob
 }
 
-func (h handOver) starts() []time.Time {
+func (h handedOver) starts() []time.Time {
 	var out []time.Time
 	for _, j := range h.jobs {
 		out = append(out, j.got)
@@ -62,7 +62,7 @@ func (h handOver) starts() []time.Time {
 	return out
 }
 
-func (h handOver) String() string {
+func (h handedOver) String() string {
 	s := ""
 	for _, j := range h.jobs {
 		s += fmt.Sprintf("  %s told %v, started %v\n", j.id, j.want.Sub(h.t0), j.got.Sub(h.t0))
@@ -73,23 +73,9 @@ func (h handOver) String() string {
 // handOverUnderCap runs one case of TestHandOverKeepsTheCapsPromises: a
 // delivers, releases its keys at h; b, told their last starts and slots,
 // takes them pause later, as a shaper taking a partition over does.
-func handOverUnderCap(t *testing.T, h, pause, gap time.Duration) handOver {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock, q := virtualQueue(t, t0)
-	got := map[string]time.Time{}
-	sink := sinkFunc(func(_ context.Context, d *drain.Delivery) error {
-		got[d.Msg.ID] = clock.Now()
-		return nil
-	})
-	pace := drain.Pace{Interval: time.Second, Total: 500 * time.Millisecond}
-	a := drain.New(q, sink, pace, drain.Config{Clock: clock, Passive: true})
-	b := drain.New(q, sink, pace, drain.Config{Clock: clock, Passive: true})
+func handOverUnderCap(t *testing.T, h, pause, gap time.Duration) handedOver {
+	t0, clock, q, a, b, started := capRig(t)
 	ctx := context.Background()
-	a.Advance(ctx, t0)
-	b.Advance(ctx, t0)
-	defer a.Stop()
-	defer b.Stop()
-	a.SetActive(true)
 	type admission struct {
 		at  time.Time
 		key string
@@ -106,16 +92,7 @@ func handOverUnderCap(t *testing.T, h, pause, gap time.Duration) handOver {
 		now := clock.Now()
 		switch {
 		case !handed && !now.Before(handAt):
-			if err := a.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			last := a.LastStarts(now.Add(-pace.Interval))
-			clock.set(now.Add(pause))
-			b.Advance(ctx, clock.Now())
-			b.ResyncNow(ctx) // what Group.Recount does on a partition taken over
-			b.KeepPace(last)
-			b.KeepSlots(a.CapSlots())
-			b.SetActive(true)
+			handOver(t, a, b, clock, pause)
 			cur, handed = b, true
 			continue
 		case len(plan) > 0 && !now.Before(plan[0].at):
@@ -152,9 +129,9 @@ func handOverUnderCap(t *testing.T, h, pause, gap time.Duration) handOver {
 		clock.set(maxOf(next, now))
 	}
 	for i := range jobs {
-		jobs[i].got = got[jobs[i].id]
+		jobs[i].got = t0.Add(started[jobs[i].id])
 	}
-	return handOver{t0: t0, jobs: jobs}
+	return handedOver{t0: t0, jobs: jobs}
 }
 
 func maxOf(a, b time.Time) time.Time {
@@ -162,4 +139,62 @@ func maxOf(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// The cap's interval holds across a hand-over with no slot reserved: a
+// key's job stored just after the first drainer delivered another key's
+// starts with the next drainer a cap slot after that delivery, not at
+// once (CapOrder.Next).
+func TestHandOverKeepsTheCapsInterval(t *testing.T) {
+	t0, clock, q, a, b, got := capRig(t)
+	ctx := context.Background()
+	admitJob(t, q, "k0", "k0")
+	a.Advance(ctx, t0) // k0 starts; the cap's next slot is at 500 ms
+	clock.set(t0.Add(100 * time.Millisecond))
+	handOver(t, a, b, clock, 0)
+	clock.set(t0.Add(150 * time.Millisecond))
+	admitJob(t, q, "k1", "k1")
+	advanceAll(ctx, b, clock)
+	if got["k0"] != 0 || got["k1"] != 500*time.Millisecond {
+		t.Errorf("k0 started at %v, k1 at %v; want 0 and 500ms, a cap slot apart", got["k0"], got["k1"])
+	}
+}
+
+// capRig is two drainers of one virtual-clock queue at 1/s per key under
+// a cap of 2/s, a delivering and b passive, both driven, and when each
+// job started (since t0) by id.
+func capRig(t *testing.T) (t0 time.Time, clock *virtualClock, q *drain.MemQueue, a, b *drain.Drainer, got map[string]time.Duration) {
+	t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock, q = virtualQueue(t, t0)
+	got = map[string]time.Duration{}
+	sink := sinkFunc(func(_ context.Context, d *drain.Delivery) error {
+		got[d.Msg.ID] = clock.Now().Sub(t0)
+		return nil
+	})
+	a = drain.New(q, sink, capPace, drain.Config{Clock: clock})
+	b = drain.New(q, sink, capPace, drain.Config{Clock: clock, Passive: true})
+	startDriven(t, t0, a, b)
+	return t0, clock, q, a, b, got
+}
+
+// capPace is capRig's pace: four keys with jobs take a cap slot each in
+// turn, a round of 2 s.
+var capPace = drain.Pace{Interval: time.Second, Total: 500 * time.Millisecond}
+
+// handOver hands a's keys over to b at the clock's time, after a pause,
+// as shapers do with a partition: a releases them and leaves their last
+// starts and places under the cap; b recounts, keeps them, and delivers.
+func handOver(t *testing.T, a, b *drain.Drainer, clock *virtualClock, pause time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := a.LastStarts(clock.Now().Add(-capPace.Interval))
+	clock.set(clock.Now().Add(pause))
+	b.Advance(ctx, clock.Now())
+	b.ResyncNow(ctx) // what Group.Recount does on a partition taken over
+	b.KeepPace(last)
+	b.KeepCapOrder(a.CapOrder())
+	b.SetActive(true)
 }

@@ -111,23 +111,13 @@ func TestGroupRecountsAfterTheJobsItWasToldOf(t *testing.T) {
 }
 
 // A hand-over keeps each key's place in the total cap's rounds: the next
-// drainer, told the keys' last starts (LastStarts, KeepPace), starts each
-// key's next job in the slot the first drainer had reserved for it, not
-// in the next slot free, a round early: the answers producers were given
-// before the hand-over come true.
+// drainer, told the keys' last starts and places under the cap
+// (LastStarts, KeepPace, CapOrder, KeepCapOrder), starts each key's next
+// job in the slot the first drainer had reserved for it, not in the next
+// slot free: the answers producers were given before the hand-over come
+// true.
 func TestHandOverKeepsTheCapsRounds(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock, q := virtualQueue(t, t0)
-	got := map[string]time.Duration{}
-	sink := sinkFunc(func(_ context.Context, d *drain.Delivery) error {
-		got[d.Msg.ID] = clock.Now().Sub(t0)
-		return nil
-	})
-	// 1/s per key, 2/s over all: four keys take a slot each in turn.
-	pace := drain.Pace{Interval: time.Second, Total: 500 * time.Millisecond}
-	a := drain.New(q, sink, pace, drain.Config{Clock: clock})
-	b := drain.New(q, sink, pace, drain.Config{Clock: clock, Passive: true})
-	startDriven(t, t0, a, b)
+	t0, clock, q, a, b, got := capRig(t)
 	ctx := context.Background()
 	for k := range 4 {
 		admitJob(t, q, fmt.Sprint("k", k), fmt.Sprint("k", k))
@@ -141,11 +131,7 @@ func TestHandOverKeepsTheCapsRounds(t *testing.T) {
 		}
 	}
 	clock.set(t0.Add(100 * time.Millisecond))
-	if err := a.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b.KeepPace(a.LastStarts(clock.Now().Add(-pace.Interval)))
-	b.SetActive(true)
+	handOver(t, a, b, clock, 0)
 	advanceAll(ctx, b, clock)
 	for id, at := range want {
 		if got[id] != at {

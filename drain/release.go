@@ -153,59 +153,69 @@ func (d *Drainer) KeepPace(last map[string]time.Time) {
 	}
 }
 
-// CapSlots returns, by key token, the slot each key has reserved under the
-// total cap (none without a cap), or had reserved when the Drainer last
-// became inactive: with LastStarts, what the next drainer of the keys
-// needs to keep the cap's rounds across a hand-over (KeepSlots).
-// LastStarts alone keeps each key's own slot, not the cap's order: a key
-// with no slot reserved yet would take the cap's first slot free, which
-// this drainer had promised another key.
-func (d *Drainer) CapSlots() map[string]time.Time {
+// CapOrder is where a drainer's keys stood under the total cap: the slot
+// each key had reserved (by key token), and the cap's next slot free after
+// every slot given.
+type CapOrder struct {
+	Slots map[string]time.Time
+	Next  time.Time
+}
+
+// CapOrder returns where the keys stand under the total cap (nothing
+// without a cap), or stood when the Drainer last became inactive: with
+// LastStarts, what the next drainer of the keys needs to keep the cap's
+// order across a hand-over (KeepCapOrder). LastStarts alone keeps each
+// key's own slot, not the cap's: a key with no slot reserved yet would
+// take the next drainer's first cap slot, which this drainer had promised
+// another key, or which follows the last one given by less than the cap's
+// interval.
+func (d *Drainer) CapOrder() CapOrder {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.total() <= 0 {
-		return nil
+		return CapOrder{}
 	}
-	var out map[string]time.Time
+	o := CapOrder{Next: d.totalNext}
 	for token, k := range d.keys {
 		if k.reserved {
-			if out == nil {
-				out = map[string]time.Time{}
+			if o.Slots == nil {
+				o.Slots = map[string]time.Time{}
 			}
-			out[token] = k.next
+			o.Slots[token] = k.next
 		}
 	}
-	return out
+	return o
 }
 
-// KeepSlots makes the Drainer, when it next becomes active, reserve under
-// the total cap the slots another drainer had reserved for the keys
-// (CapSlots), in their order: each at its time when that is still ahead
-// and free, else at the cap's next slot, so that slots which passed during
-// the hand-over follow each other by the cap's interval from then on, in
-// the order they were given, and the keys that had none take theirs after
-// them. Call it after KeepPace, before SetActive(true).
-func (d *Drainer) KeepSlots(slots map[string]time.Time) {
+// KeepCapOrder makes the Drainer, when it next becomes active, take the
+// keys' places under the total cap that another drainer gave them
+// (CapOrder): each key's reserved slot, in their order, at its time when
+// that is still ahead and free, else at the cap's next slot, so that
+// slots which passed during the hand-over follow each other by the cap's
+// interval from then on; and the keys that had none take theirs after
+// them, no sooner than the other drainer's next slot. Call it after
+// KeepPace, before SetActive(true).
+func (d *Drainer) KeepCapOrder(o CapOrder) {
 	d.mu.Lock()
-	d.keep = slots
+	d.keep = o
 	d.mu.Unlock()
 }
 
-// keepSlots reserves the slots KeepSlots was given, skipping the keys
+// keepCapOrder takes the places KeepCapOrder was given, skipping the keys
 // with no job left or in a step. d.mu must be held.
-func (d *Drainer) keepSlots(now time.Time) {
-	slots := d.keep
-	d.keep = nil
+func (d *Drainer) keepCapOrder(now time.Time) {
+	o := d.keep
+	d.keep = CapOrder{}
 	total := d.total()
-	if total <= 0 || len(slots) == 0 {
+	if total <= 0 {
 		return
 	}
 	type held struct {
 		k  *keyState
 		at time.Time
 	}
-	order := make([]held, 0, len(slots))
-	for token, at := range slots {
+	order := make([]held, 0, len(o.Slots))
+	for token, at := range o.Slots {
 		if k := d.keys[token]; k != nil && k.depth > 0 && !k.busy {
 			order = append(order, held{k, at})
 		}
@@ -219,4 +229,5 @@ func (d *Drainer) keepSlots(now time.Time) {
 		next = d.totalNext
 		d.place(h.k, now)
 	}
+	d.totalNext = maxTime(d.totalNext, o.Next) // after the slots given, reserved or not
 }

@@ -19,7 +19,7 @@ const answerTolerance = partRigSlot + answerSlack
 // partition's cap (4 keys, 500 ms apart), since it knows neither the
 // slots the cap reserved nor the jobs delivered and not yet freed, one
 // slot of the cap, and the slack. A graceful hand-over keeps the cap's
-// order (drain.Drainer.CapSlots): answers given across it are held to
+// order (drain.Drainer.CapOrder): answers given across it are held to
 // answerTolerance.
 const moveTolerance = 4*partRigSlot/2 + partRigSlot/2 + answerSlack
 

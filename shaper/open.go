@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
@@ -170,7 +171,8 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 			line.SetPartition(i, false, until)
 			since := time.Now().Add(-line.Policy().Outflow.Interval())
 			d := line.Drain.Part(i)
-			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, cluster.Handover{Last: d.LastStarts(since), Slots: d.CapSlots()})
+			o := d.CapOrder()
+			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, cluster.Handover{Last: d.LastStarts(since), Slots: o.Slots, CapNext: o.Next})
 			// Released, its drainer still knows what the next holder will
 			// do (its keys' depths, last attempts and slots under the
 			// cap): it answers the questions about them until the next
@@ -187,7 +189,7 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 			line.Drain.Recount(ctx, i)
 			h := s.cluster.TakeHandover(ctx, lease)
 			line.Drain.Part(i).KeepPace(h.Last)
-			line.Drain.Part(i).KeepSlots(h.Slots)
+			line.Drain.Part(i).KeepCapOrder(drain.CapOrder{Slots: h.Slots, Next: h.CapNext})
 		}
 		line.SetPartition(i, true, until)
 		if err := line.answers.Serve(i, true); err != nil {

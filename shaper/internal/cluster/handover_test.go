@@ -16,8 +16,8 @@ import (
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 )
 
-// A hand-over entry carries the keys' last attempts and the slots they
-// had reserved under the total cap to the next holder; an entry of an
+// A hand-over entry carries the keys' last attempts, the slots they had
+// reserved under the total cap and the cap's next slot to the next holder; an entry of an
 // earlier release (last attempts only) still reads, and an entry of this
 // one reads, for that release, as last attempts only: the slots' names
 // are no key token.
@@ -30,13 +30,14 @@ func TestHandoverCarriesPaceAndSlots(t *testing.T) {
 	}
 	at := time.UnixMilli(time.Now().UnixMilli())
 	want := cluster.Handover{
-		Last:  map[string]time.Time{"k0": at, "~a2V5": at.Add(-time.Second)},
-		Slots: map[string]time.Time{"k1": at.Add(500 * time.Millisecond), "~a2V5": at.Add(time.Second)},
+		Last:    map[string]time.Time{"k0": at, "~a2V5": at.Add(-time.Second)},
+		Slots:   map[string]time.Time{"k1": at.Add(500 * time.Millisecond), "~a2V5": at.Add(time.Second)},
+		CapNext: at.Add(1500 * time.Millisecond),
 	}
 	lease := cluster.PartitionLease("p", 1, 4)
 	c.PutHandover(ctx, lease, want)
 	got := c.TakeHandover(ctx, lease)
-	if !maps.EqualFunc(got.Last, want.Last, time.Time.Equal) || !maps.EqualFunc(got.Slots, want.Slots, time.Time.Equal) {
+	if !maps.EqualFunc(got.Last, want.Last, time.Time.Equal) || !maps.EqualFunc(got.Slots, want.Slots, time.Time.Equal) || !got.CapNext.Equal(want.CapNext) {
 		t.Fatalf("TakeHandover = %+v, want %+v", got, want)
 	}
 
@@ -63,7 +64,7 @@ func TestHandoverCarriesPaceAndSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = c.TakeHandover(ctx, lease)
-	if len(got.Slots) != 0 || !got.Last["k0"].Equal(at) || len(got.Last) != 1 {
+	if len(got.Slots) != 0 || !got.CapNext.IsZero() || !got.Last["k0"].Equal(at) || len(got.Last) != 1 {
 		t.Errorf("an earlier release's entry reads as %+v, want k0's last attempt only", got)
 	}
 	if got := c.TakeHandover(ctx, cluster.PartitionLease("p", 2, 4)); len(got.Last)+len(got.Slots) != 0 {
