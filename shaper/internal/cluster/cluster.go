@@ -179,7 +179,7 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 		ready := c.ready.Load() && partitioned
 		if time.Since(renewed) >= c.cfg.LeaseTTL/3-c.cfg.LeaseTTL/12 || ready != wasReady {
 			if _, err = c.leases.Put(cctx, key, me); err == nil && ready {
-				v, _ := json.Marshal(readyValue{Policies: (*c.layouts.Load())()})
+				v, _ := json.Marshal(readyValue{Policies: (*c.layouts.Load())(), Assign: assignBalanced})
 				_, err = c.leases.Put(cctx, readyKey, v)
 			}
 			if err == nil {

@@ -14,29 +14,73 @@ import (
 
 func TestAssignBalances(t *testing.T) {
 	members := []string{"a", "b", "c"}
-	for _, n := range []int{1, 2, 3, 8, 100} {
-		count := map[string]int{}
-		for i := range n {
-			owners := 0
-			for _, m := range members {
-				if cluster.Assign("orders", n, members, m)[i] {
-					count[m]++
-					owners++
+	for _, balanced := range []bool{false, true} {
+		for _, n := range []int{1, 2, 3, 8, 100} {
+			count := map[string]int{}
+			for i := range n {
+				owners := 0
+				for _, m := range members {
+					if cluster.Assign("orders", n, members, m, balanced)[i] {
+						count[m]++
+						owners++
+					}
+				}
+				if owners != 1 {
+					t.Fatalf("balanced %v, n=%d: partition %d has %d owners, want 1", balanced, n, i, owners)
 				}
 			}
-			if owners != 1 {
-				t.Fatalf("n=%d: partition %d has %d owners, want 1", n, i, owners)
+			for _, m := range members {
+				if c := count[m]; c < n/3 || c > (n+2)/3 {
+					t.Errorf("balanced %v, n=%d: %s drains %d partitions, want ⌊n/3⌋ or ⌈n/3⌉", balanced, n, m, c)
+				}
 			}
 		}
-		for _, m := range members {
-			if c := count[m]; c < n/3 || c > (n+2)/3 {
-				t.Errorf("n=%d: %s drains %d partitions, want ⌊n/3⌋ or ⌈n/3⌉", n, m, c)
-			}
+		// A member not among those read yet counts as one of them.
+		if mine := cluster.Assign("orders", 8, nil, "x", balanced); slices.Contains(mine, false) {
+			t.Errorf("balanced %v: a lone member is given %v, want every partition", balanced, mine)
 		}
 	}
-	// A member not among those read yet counts as one of them.
-	if mine := cluster.Assign("orders", 8, nil, "x"); slices.Contains(mine, false) {
-		t.Errorf("a lone member is given %v, want every partition", mine)
+}
+
+// A member joining or leaving moves few partitions when the members share
+// them out the balanced way: over 40 policies, a third member joining two
+// (or one of three leaving) moves at most ⌈n/3⌉+1 of n partitions on
+// average, where the rotation moves about two thirds of them.
+func TestAssignMovesFew(t *testing.T) {
+	owners := func(policy string, n int, members []string, balanced bool) []string {
+		out := make([]string, n)
+		for _, m := range members {
+			for i, mine := range cluster.Assign(policy, n, members, m, balanced) {
+				if mine {
+					out[i] = m
+				}
+			}
+		}
+		return out
+	}
+	two, three := []string{"shaper-a", "shaper-b"}, []string{"shaper-a", "shaper-b", "shaper-c"}
+	for _, n := range []int{4, 8, 16, 64} {
+		moved := map[bool]int{}
+		const policies = 40
+		for p := range policies {
+			policy := fmt.Sprint("policy-", p)
+			for _, balanced := range []bool{false, true} {
+				before, after := owners(policy, n, two, balanced), owners(policy, n, three, balanced)
+				for i := range n {
+					if before[i] != after[i] {
+						moved[balanced]++
+					}
+				}
+			}
+		}
+		avg := float64(moved[true]) / policies
+		t.Logf("n=%d, a third member joins: %.1f partitions move balanced, %.1f by rotation", n, avg, float64(moved[false])/policies)
+		if least := (n + 2) / 3; avg > float64(least+1) {
+			t.Errorf("n=%d: %.1f partitions move on average when a third member joins, want at most %d", n, avg, least+1)
+		}
+		if moved[true] >= moved[false] {
+			t.Errorf("n=%d: balanced moves %d partitions, the rotation %d: want fewer", n, moved[true], moved[false])
+		}
 	}
 }
 
@@ -160,4 +204,40 @@ func TestHoldPartitionsStandsByForAnotherLayout(t *testing.T) {
 			waitHeld(t, "the four-partition shaper to take all four once the other stopped", func() bool { return len(four.list()) == 4 })
 		})
 	}
+}
+
+// The balanced way is used only once every member knows it: beside a
+// shaper of an earlier release (a ready entry that does not say it knows
+// it), the members share partitions out the old way, which that shaper
+// follows; once it is gone, the balanced way.
+func TestMembersBalancedOnlyWhenAllKnowIt(t *testing.T) {
+	s := testenv.NATS(t)
+	js := jetStreamOf(t, s.ClientURL())
+	c, err := cluster.Open(context.Background(), js, cluster.Config{Instance: "new", LeaseTTL: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReady(func() map[string]int { return map[string]int{"p": 4} })
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.HoldPartitions(ctx, "p", 4, func(int, bool, time.Time) {}, func() {}) })
+	wg.Go(func() { c.KeepMembership(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	kv, err := js.KeyValue(context.Background(), "SHAPER_LEASES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := func(want int) bool {
+		ids, balanced, _ := c.Members("p", 4)
+		return len(ids) == want && balanced == (want == 1)
+	}
+	waitHeld(t, "this shaper alone, balanced", func() bool { return members(1) })
+	if _, err := kv.Put(context.Background(), "ready.old", []byte(`{"policies":{"p":4}}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, "an earlier release's shaper beside it, not balanced", func() bool { return members(2) })
+	if err := kv.Delete(context.Background(), "ready.old"); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, "balanced again once it is gone", func() bool { return members(1) })
 }
