@@ -147,3 +147,23 @@ func TestJobWaitsForAConsumerAskedOfAnyShaper(t *testing.T) {
 		return err == nil && strings.HasPrefix(job.Reason, drain.WaitingForConsumer)
 	})
 }
+
+// A shaper stopping beside another hands its partitions over and answers
+// for them until the other serves them: once Stop returns, the other
+// drains every partition (and answers for it), so no producer is answered
+// from a passive drainer in between.
+func TestStopWaitsForTheNextHolders(t *testing.T) {
+	ns := testenv.NATS(t)
+	set := testenv.Policies(t, "policies:\n  - {name: p, outflow: 1/s, total: 4/s, queue: 5, partitions: 4}\n")
+	startOne := func(id string) *testenv.Running { // the wait: a second at most
+		return testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: ns.ClientURL(), InstanceID: id, LeaseTTL: 3 * time.Second})
+	}
+	a, b := startOne("a"), startOne("b")
+	waitFor(t, "the partitions shared out", 10*time.Second, func() bool {
+		return len(a.Status()[0].DrainingPartitions) == 2 && len(b.Status()[0].DrainingPartitions) == 2
+	})
+	a.Stop()
+	if got := b.Status()[0].DrainingPartitions; len(got) != 4 {
+		t.Errorf("the other shaper drains partitions %v as the first stops, want all 4", got)
+	}
+}

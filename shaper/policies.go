@@ -337,6 +337,17 @@ func (t *table) stop(ctx context.Context, log *slog.Logger) {
 	wg.Wait()
 }
 
+// leaving reports whether a policy's answers are still given for a
+// partition this shaper released (answers.View.Leaving).
+func (t *table) leaving() bool {
+	for _, line := range t.snapshot() {
+		if line.answers != nil && line.answers.Leaving() {
+			return true
+		}
+	}
+	return false
+}
+
 // layouts returns the policies served, with the number of partitions each
 // is drained in (cluster.Cluster.SetReady).
 func (t *table) layouts() map[string]int {

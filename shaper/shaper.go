@@ -303,9 +303,26 @@ serving:
 	s.policies.stop(dctx, s.log)
 	cancel() // release the drain leases
 	s.background.Wait()
+	s.awaitNextHolders()
 	wg.Wait()
 	s.log.Info("shaper stopped")
 	return runErr
+}
+
+// awaitNextHolders waits, when other shapers live, until they serve the
+// questions about the partitions this shaper released, which it answers
+// until then (answers.View.Leave), a third of the lease TTL at most: a
+// shaper leaving then leaves no partition unanswered between its exit
+// and the take-over, when the others' passive drainers would answer,
+// knowing nothing of the cap's slots.
+func (s *Shaper) awaitNextHolders() {
+	if s.cluster == nil || s.cluster.Shapers() <= 1 {
+		return
+	}
+	deadline := time.Now().Add(s.cfg.LeaseTTL / 3)
+	for s.policies.leaving() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // caughtUpWait bounds how long a shaper waits for its watches of the

@@ -11,8 +11,9 @@
 // TestPartitionedAnswers in integration). A View asks the holder instead:
 // each shaper answers, over NATS request/reply, the questions about the
 // partitions it delivers (Serve), and asks the holder about the others.
-// When no holder answers (a partition between two holders, a holder just
-// killed, a slow reply) the View answers from its own passive drainer.
+// When no holder answers (a holder just killed, a slow reply) the View
+// answers from its own passive drainer; a graceful hand-over leaves no
+// partition without an answer (Leave).
 package answers
 
 import (
@@ -20,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -240,12 +242,12 @@ func (v *View) ask(q question) (reply, bool) {
 	if err != nil {
 		return reply{}, false
 	}
-	m, err := v.request(i, data)
+	m, err := v.nc.Request(partSubject(v.root, i), data, v.timeout)
 	if err != nil {
-		// No holder (nats.ErrNoResponders: one just killed, or a hand-over
-		// longer than the wait), or a slow one: the passive drainer
-		// answers, from a count of the partition's jobs read afresh, since
-		// it does not see the holder's removals.
+		// No holder (nats.ErrNoResponders: one just killed), or a slow
+		// one: the passive drainer answers, from a count of the
+		// partition's jobs read afresh, since it does not see the
+		// holder's removals.
 		v.recount(i)
 		return reply{}, false
 	}
@@ -254,28 +256,6 @@ func (v *View) ask(q question) (reply, bool) {
 		return reply{}, false
 	}
 	return r, true
-}
-
-// askAgain is how long a View waits before it asks again a partition that
-// had no holder to answer.
-const askAgain = 10 * time.Millisecond
-
-// request asks the holder of partition i, within the View's timeout. A
-// partition with no holder is asked again until then: a graceful hand-over
-// leaves it without one for the tens of milliseconds between the release
-// and the take, and the next holder knows what the passive drainer does
-// not (the keys' last attempts, the slots reserved under the total cap,
-// the jobs delivered and not freed). It stops asking when this shaper
-// takes the partition.
-func (v *View) request(i int, data []byte) (*nats.Msg, error) {
-	deadline := time.Now().Add(v.timeout)
-	for {
-		m, err := v.nc.Request(partSubject(v.root, i), data, time.Until(deadline))
-		if !errors.Is(err, nats.ErrNoResponders) || time.Until(deadline) < askAgain || v.g.Part(i).Active() {
-			return m, err
-		}
-		time.Sleep(askAgain)
-	}
 }
 
 // recount reads partition i's depths afresh (drain.Group.Recount), at
@@ -337,6 +317,14 @@ func (v *View) Stored(token string, seq uint64, now time.Time, wait time.Duratio
 		return r.Status, r.In
 	}
 	return v.g.Stored(token, seq, now, wait)
+}
+
+// Leaving reports whether this shaper still answers for a partition it
+// released, its next holder not serving it yet (Leave).
+func (v *View) Leaving() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.ContainsFunc(v.leaving, func(stop func()) bool { return stop != nil })
 }
 
 // Active reports whether this shaper delivers any partition.

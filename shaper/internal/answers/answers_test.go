@@ -194,25 +194,6 @@ func holderRig(t *testing.T) (conns []*nats.Conn, holder, other *drain.Group, to
 	return conns, holder, other, tok, seq
 }
 
-// A partition between two holders (a graceful hand-over: the release, then
-// the take) is asked again until the next holder answers, within the
-// View's timeout: its answer, not the passive drainer's.
-func TestViewAsksThroughAHandOver(t *testing.T) {
-	conns, holder, other, tok, _ := holderRig(t)
-	part := drain.PartitionOf(tok, 2)
-	served := answers.New(conns[0], "p", holder, answers.Config{})
-	asking := answers.New(conns[1], "p", other, answers.Config{Timeout: 2 * time.Second})
-	go func() {
-		time.Sleep(50 * time.Millisecond) // no holder serves meanwhile
-		if err := served.Serve(part, true); err != nil {
-			t.Error(err)
-		}
-	}()
-	if got := asking.StartIn(tok, 1, time.Now()); got < 59*time.Minute {
-		t.Errorf("StartIn asked with no holder serving for 50 ms = %v, want the next holder's, about an hour", got)
-	}
-}
-
 // A shaper that released a partition (Leave) answers for it until the next
 // holder serves it, not the passive drainers of the others, and stops then
 // — or after its bound, when no holder comes.
@@ -233,6 +214,9 @@ func TestLeaveAnswersUntilTheNextHolder(t *testing.T) {
 	if got := asking.StartIn(tok, 1, time.Now()); got < 59*time.Minute {
 		t.Fatalf("StartIn from a shaper that left the partition = %v, want its answer, about an hour", got)
 	}
+	if !leaving.Leaving() {
+		t.Error("Leaving() = false while no next holder serves the partition")
+	}
 	// The next holder (its answer here is the passive drainer's, under a
 	// minute, which tells the two apart) serves: the one leaving stops.
 	next := answers.New(conns[2], "p", other, answers.Config{})
@@ -250,6 +234,10 @@ func TestLeaveAnswersUntilTheNextHolder(t *testing.T) {
 			t.Fatal("the shaper that left the partition still answers 5 s after the next holder serves it")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+
+	if leaving.Leaving() {
+		t.Error("Leaving() = true once the next holder serves the partition")
 	}
 
 	// No next holder: it stops after its bound.
