@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// handoverKey names the entry in which the last holder of a lease leaves
+// its keys' last attempts for the next one (PutHandover). It expires with
+// the leases bucket's TTL.
+func handoverKey(lease string) string { return "handover." + lease }
+
+// Handover is what the last holder of a partition leaves its next holder:
+// by key token, each key's last attempt (drain.Drainer.LastStarts), which
+// keeps the key's pace, and the slot it had reserved under the total cap;
+// and the cap's next free slot (drain.Drainer.CapOrder), which keep the
+// cap's order.
+type Handover struct {
+	Last, Slots map[string]time.Time
+	CapNext     time.Time
+}
+
+// slotPrefix marks a reserved slot in a hand-over entry, beside the last
+// attempts, and alone the cap's next slot: a key token is never empty and
+// never holds a '.', so a shaper of an earlier release, which reads the
+// entry as last attempts only, finds no key of that name and skips it.
+const slotPrefix = "cap."
+
+// PutHandover leaves h for the next holder of a lease (Handover), before
+// this shaper releases it. Errors are logged: without the entry the next
+// holder may start a key up to one interval early, or in another's slot
+// under the cap.
+func (c *Cluster) PutHandover(ctx context.Context, lease string, h Handover) {
+	if len(h.Last) == 0 && len(h.Slots) == 0 && h.CapNext.IsZero() {
+		return
+	}
+	ms := make(map[string]int64, len(h.Last)+len(h.Slots)+1)
+	for token, at := range h.Last {
+		ms[token] = at.UnixMilli()
+	}
+	for token, at := range h.Slots {
+		ms[slotPrefix+token] = at.UnixMilli()
+	}
+	if !h.CapNext.IsZero() {
+		ms[slotPrefix] = h.CapNext.UnixMilli()
+	}
+	b, _ := json.Marshal(ms)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
+	defer cancel()
+	if _, err := c.leases.Put(ctx, handoverKey(lease), b); err != nil {
+		c.log.Warn("partition hand-over: keys' last attempts not left for the next holder", "lease", lease, "err", err)
+	}
+}
+
+// TakeHandover returns what the previous holder of a lease left
+// (PutHandover): nothing when it left none or it expired.
+func (c *Cluster) TakeHandover(ctx context.Context, lease string) Handover {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
+	defer cancel()
+	e, err := c.leases.Get(ctx, handoverKey(lease))
+	if err != nil {
+		return Handover{}
+	}
+	var ms map[string]int64
+	if json.Unmarshal(e.Value(), &ms) != nil {
+		return Handover{}
+	}
+	h := Handover{Last: map[string]time.Time{}, Slots: map[string]time.Time{}}
+	for name, at := range ms {
+		if token, ok := strings.CutPrefix(name, slotPrefix); ok && token == "" {
+			h.CapNext = time.UnixMilli(at)
+		} else if ok {
+			h.Slots[token] = time.UnixMilli(at)
+		} else {
+			h.Last[name] = time.UnixMilli(at)
+		}
+	}
+	return h
+}
