@@ -155,14 +155,16 @@ func TestJobWaitsForAConsumerAskedOfAnyShaper(t *testing.T) {
 func TestStopWaitsForTheNextHolders(t *testing.T) {
 	ns := testenv.NATS(t)
 	set := testenv.Policies(t, "policies:\n  - {name: p, outflow: 1/s, total: 4/s, queue: 5, partitions: 4}\n")
-	startOne := func(id string) *testenv.Running { // the wait: a second at most
-		return testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: ns.ClientURL(), InstanceID: id, LeaseTTL: 3 * time.Second})
+	startOne := func(id string) *testenv.Running { // the default TTL: the wait is 2 s at most
+		return testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: ns.ClientURL(), InstanceID: id})
 	}
 	a, b := startOne("a"), startOne("b")
 	waitFor(t, "the partitions shared out", 10*time.Second, func() bool {
 		return len(a.Status()[0].DrainingPartitions) == 2 && len(b.Status()[0].DrainingPartitions) == 2
 	})
+	t0 := time.Now()
 	a.Stop()
+	t.Logf("Stop returned %v after it was called (the other shaper noticed the leave at its next read of the membership, every lease TTL/6)", time.Since(t0).Round(time.Millisecond))
 	if got := b.Status()[0].DrainingPartitions; len(got) != 4 {
 		t.Errorf("the other shaper drains partitions %v as the first stops, want all 4", got)
 	}

@@ -223,35 +223,45 @@ func TestLeaveAnswersUntilTheNextHolder(t *testing.T) {
 	if err := next.Serve(part, true); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n := 0; n < 20; {
-		if asking.StartIn(tok, 1, time.Now()) < time.Minute {
-			n++
-			continue
-		}
-		n = 0
+	// The next holder's word reaches the one leaving a moment later.
+	for deadline := time.Now().Add(5 * time.Second); leaving.Leaving(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the shaper that left the partition still answers 5 s after the next holder serves it")
+			t.Fatal("Leaving() still true 5 s after the next holder serves the partition")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-
-	if leaving.Leaving() {
-		t.Error("Leaving() = true once the next holder serves the partition")
+	for range 20 {
+		if got := asking.StartIn(tok, 1, time.Now()); got > time.Minute {
+			t.Fatalf("StartIn = %v once the shaper that left stopped answering, want the next holder's (under a minute)", got)
+		}
 	}
 
 	// No next holder: it stops after its bound.
 	if err := next.Serve(part, false); err != nil {
 		t.Fatal(err)
 	}
+	if err := conns[2].Flush(); err != nil {
+		t.Fatal(err)
+	}
 	if err := leaving.Serve(part, true); err != nil {
 		t.Fatal(err)
 	}
+	left := time.Now()
 	if err := leaving.Leave(part, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	for leaving.Leaving() {
+		if time.Since(left) > 5*time.Second {
+			t.Fatal("Leaving() still true 5 s after a leave bound to 50 ms")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := time.Since(left); d < 50*time.Millisecond {
+		t.Errorf("stopped answering %v after a leave bound to 50 ms, with no next holder", d)
+	}
+	if err := conns[0].Flush(); err != nil {
+		t.Fatal(err)
+	}
 	if got := asking.StartIn(tok, 1, time.Now()); got > time.Minute {
-		t.Errorf("StartIn 200 ms after a leave bound to 50 ms = %v, want the passive drainer's (no holder)", got)
+		t.Errorf("StartIn once a leave bound to 50 ms ended = %v, want the passive drainer's (no holder)", got)
 	}
 }
