@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/policies"
@@ -82,7 +83,8 @@ type Cluster struct {
 	// LeaseTTL/3 and no ready entry is written.
 	partitioned atomic.Int32
 	layouts     atomic.Pointer[func() map[string]int]
-	kick        chan struct{} // SetReady's word to KeepMembership
+	kick        chan struct{} // SetReady's word to KeepMembership, and the other shapers' (membersSubject)
+	nc          *nats.Conn
 	drainers    drainersCache
 	me          Member // set by Claim
 }
@@ -98,7 +100,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, er
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1)}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), nc: js.Conn()}
 	var err error
 	c.leases, err = bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      leaseBucket,
@@ -152,6 +154,12 @@ func (c *Cluster) SetReady(layouts func() map[string]int) {
 	c.wake()
 }
 
+// membersSubject is where a shaper says that its ready entry came or
+// went, so that the others read the membership at once, not at their next
+// read (every LeaseTTL/6): a graceful join or leave then moves partitions
+// within milliseconds. The word is a hint: a lost one costs that wait.
+const membersSubject = "_shaper.members.changed"
+
 // wake has KeepMembership write and read the membership now.
 func (c *Cluster) wake() {
 	select {
@@ -163,14 +171,18 @@ func (c *Cluster) wake() {
 // KeepMembership renews this shaper's member entry (made by Claim), and
 // once it is ready (SetReady) and drains a policy in partitions its ready
 // entry, every LeaseTTL/3; it reads the members every LeaseTTL/3, or every
-// LeaseTTL/6 while it drains a policy in partitions; until ctx ends, then
-// it withdraws.
+// LeaseTTL/6 while it drains a policy in partitions, and at once when a
+// shaper's ready entry came or went (membersSubject, which it says of its
+// own); until ctx ends, then it withdraws.
 func (c *Cluster) KeepMembership(ctx context.Context) {
 	key, readyKey := memberKey(c.cfg.Instance), "ready."+c.Self()
 	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
 	defer tick.Stop()
 	var renewed, read time.Time
 	wasReady := false
+	if sub, err := c.nc.Subscribe(membersSubject, func(*nats.Msg) { c.wake() }); err == nil {
+		defer sub.Unsubscribe()
+	}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
 		me, _ := json.Marshal(c.me)
@@ -183,6 +195,9 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 				_, err = c.leases.Put(cctx, readyKey, v)
 			}
 			if err == nil {
+				if ready != wasReady {
+					c.nc.Publish(membersSubject, nil)
+				}
 				renewed, wasReady = time.Now(), ready
 			}
 		}
@@ -200,6 +215,10 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 			dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
 			c.leases.Delete(dctx, readyKey)
 			c.leases.Delete(dctx, key)
+			if wasReady {
+				c.nc.Publish(membersSubject, nil)
+				c.nc.FlushWithContext(dctx)
+			}
 			dcancel()
 			claims.Delete(c.me.Nonce)
 			return
