@@ -213,7 +213,9 @@ func TestHoldPartitionsStandsByForAnotherLayout(t *testing.T) {
 func TestMembersBalancedOnlyWhenAllKnowIt(t *testing.T) {
 	s := testenv.NATS(t)
 	js := jetStreamOf(t, s.ClientURL())
-	c, err := cluster.Open(context.Background(), js, cluster.Config{Instance: "new", LeaseTTL: 1500 * time.Millisecond})
+	// Entries live a lease TTL: long enough for the test to see the old
+	// shaper's (a shaper ready or gone says so: the members' word).
+	c, err := cluster.Open(context.Background(), js, cluster.Config{Instance: "new", LeaseTTL: 6 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,12 +234,19 @@ func TestMembersBalancedOnlyWhenAllKnowIt(t *testing.T) {
 		return len(ids) == want && balanced == (want == 1)
 	}
 	waitHeld(t, "this shaper alone, balanced", func() bool { return members(1) })
+	word := func() {
+		if err := js.Conn().Publish("_shaper.members.changed", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := kv.Put(context.Background(), "ready.old", []byte(`{"policies":{"p":4}}`)); err != nil {
 		t.Fatal(err)
 	}
+	word()
 	waitHeld(t, "an earlier release's shaper beside it, not balanced", func() bool { return members(2) })
 	if err := kv.Delete(context.Background(), "ready.old"); err != nil {
 		t.Fatal(err)
 	}
+	word()
 	waitHeld(t, "balanced again once it is gone", func() bool { return members(1) })
 }
