@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
@@ -154,9 +153,10 @@ func (s *Shaper) reportShutdown() (stop func()) {
 
 // partitionHeld returns what a shaper does when it takes or gives up
 // partition i of policy name, served by line: it recounts the keys' jobs,
-// keeps the pace of the keys the previous holder handed over
-// and their slots under the total cap (cluster.Handover), starts delivering and answers the other shapers'
-// questions about its keys (answers.View.Serve); or it stops, frees the
+// keeps the pace of the keys the previous holder handed over and their
+// places under the total cap (cluster.Handover), starts delivering and
+// answers the other shapers' questions about its keys
+// (answers.View.Serve); or it stops, frees the
 // slots of the jobs it delivered (pipeline.Pipeline.SetPartition), leaves
 // its keys' last attempts and slots for the next holder and answers until
 // that one does (answers.View.Leave).
@@ -171,8 +171,7 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 			line.SetPartition(i, false, until)
 			since := time.Now().Add(-line.Policy().Outflow.Interval())
 			d := line.Drain.Part(i)
-			o := d.CapOrder()
-			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, cluster.Handover{Last: d.LastStarts(since), Slots: o.Slots, CapNext: o.Next})
+			s.cluster.PutHandover(context.WithoutCancel(ctx), lease, cluster.Handover{Last: d.LastStarts(since), Cap: d.CapOrder()})
 			// Released, its drainer still knows what the next holder will
 			// do (its keys' depths, last attempts and slots under the
 			// cap): it answers the questions about them until the next
@@ -189,7 +188,7 @@ func (s *Shaper) partitionHeld(ctx context.Context, name string, line *served) f
 			line.Drain.Recount(ctx, i)
 			h := s.cluster.TakeHandover(ctx, lease)
 			line.Drain.Part(i).KeepPace(h.Last)
-			line.Drain.Part(i).KeepCapOrder(drain.CapOrder{Slots: h.Slots, Next: h.CapNext})
+			line.Drain.Part(i).KeepCapOrder(h.Cap)
 		}
 		line.SetPartition(i, true, until)
 		if err := line.answers.Serve(i, true); err != nil {

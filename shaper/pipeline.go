@@ -37,7 +37,6 @@ type served struct {
 	*pipeline.Pipeline
 	queue      *queue.Queue
 	deferQueue *queue.Queue
-	waiting    func() time.Time   // since when deliveries find no consumer (nil: not a NATS request sink)
 	override   atomic.Bool        // the live policy is a stored override
 	stopLease  context.CancelFunc // stops holding the policy's drain lease
 	answers    *answers.View      // what admission asks the drain: the partitions' holders
@@ -96,14 +95,15 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 		return nil, fmt.Errorf("admit: %w", err)
 	}
 	sv := &served{Pipeline: line, queue: q, deferQueue: deferQ}
+	var waiting func() time.Time // since when deliveries find no consumer (nil: not a NATS request sink)
 	if ns, ok := sink.(*drain.NATSSink); ok {
-		sv.waiting = ns.Waiting
+		waiting = ns.Waiting
 	}
 	// Admission asks each key's partition's holder, not this shaper's
 	// passive drainer: the answers come from the schedule that delivers,
 	// and whether a consumer takes its deliveries from the sink that
 	// delivers them.
-	sv.answers = answers.New(s.nc, p.Name, line.Drain, answers.Config{Logger: s.log, Waiting: sv.waiting})
+	sv.answers = answers.New(s.nc, p.Name, line.Drain, answers.Config{Logger: s.log, Waiting: waiting})
 	line.Gate.Attach(sv.answers, line.DeferDrain)
 	line.Start(runCtx)
 	return sv, nil

@@ -163,16 +163,11 @@ func (t *table) waiting(policy, key string) string {
 	t.mu.RLock()
 	line := t.lines[policy]
 	t.mu.RUnlock()
-	if line == nil {
+	token, err := queue.EncodeKey(key)
+	if line == nil || err != nil {
 		return ""
 	}
-	var since time.Time
-	if token, err := queue.EncodeKey(key); err == nil && line.answers != nil {
-		_, since = line.answers.KeyConsumer(token, time.Now())
-	} else if line.waiting != nil {
-		since = line.waiting()
-	}
-	if !since.IsZero() {
+	if _, since := line.answers.KeyConsumer(token, time.Now()); !since.IsZero() {
 		return fmt.Sprintf("%s since %s", drain.WaitingForConsumer, since.UTC().Format(time.RFC3339))
 	}
 	return ""

@@ -63,7 +63,7 @@ type View struct {
 
 	mu        sync.Mutex
 	subs      []*nats.Subscription // by partition, while this shaper serves it
-	leaving   []func()             // by partition, ends the wait for the next holder (Leave)
+	leaving   []*leave             // by partition, while it waits for its next holder (Leave)
 	recounted []time.Time          // by partition, when a fallback last recounted it
 }
 
@@ -85,7 +85,7 @@ func New(nc *nats.Conn, policy string, g *drain.Group, cfg Config) *View {
 	return &View{
 		nc: nc, root: Subject(policy, g.Partitions()), g: g, timeout: cfg.Timeout, waiting: cfg.Waiting,
 		log: cfg.Logger.With("policy", policy), subs: make([]*nats.Subscription, g.Partitions()),
-		leaving: make([]func(), g.Partitions()), recounted: make([]time.Time, g.Partitions()),
+		leaving: make([]*leave, g.Partitions()), recounted: make([]time.Time, g.Partitions()),
 	}
 }
 
@@ -123,10 +123,7 @@ type reply struct {
 func (v *View) Serve(i int, on bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if stop := v.leaving[i]; stop != nil {
-		v.leaving[i] = nil
-		stop()
-	}
+	v.endLeave(i)
 	sub := v.subs[i]
 	if !on {
 		v.subs[i] = nil
@@ -149,6 +146,12 @@ func (v *View) Serve(i int, on bool) error {
 	return v.nc.Publish(servedSubject(v.root, i), nil)
 }
 
+// leave is a partition's wait for its next holder (Leave).
+type leave struct {
+	next  *nats.Subscription // the next holder's word (servedSubject)
+	timer *time.Timer        // the bound
+}
+
 // Leave goes on answering the questions about partition i, which this
 // shaper has just released, until the next holder serves them (Serve) or
 // at most for bound: its drainer, released, still knows what the next
@@ -159,41 +162,38 @@ func (v *View) Serve(i int, on bool) error {
 func (v *View) Leave(i int, bound time.Duration) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	sub := v.subs[i]
-	if sub == nil || v.leaving[i] != nil {
+	if v.subs[i] == nil || v.leaving[i] != nil {
 		return nil
 	}
-	var (
-		once  sync.Once
-		timer *time.Timer
-		next  *nats.Subscription
-	)
-	stop := func() { // v.mu held
-		once.Do(func() {
-			timer.Stop()
-			next.Unsubscribe()
-			if v.subs[i] == sub {
-				v.subs[i] = nil
-				sub.Unsubscribe()
-			}
-		})
-	}
-	end := func() {
+	l := &leave{}
+	end := func() { // the word or the bound, whichever comes first
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		if v.leaving[i] != nil {
-			v.leaving[i] = nil
-			stop()
+		if v.leaving[i] == l {
+			v.endLeave(i)
+			v.subs[i].Unsubscribe()
+			v.subs[i] = nil
 		}
 	}
 	var err error
-	if next, err = v.nc.Subscribe(servedSubject(v.root, i), func(*nats.Msg) { end() }); err != nil {
+	if l.next, err = v.nc.Subscribe(servedSubject(v.root, i), func(*nats.Msg) { end() }); err != nil {
+		err = errors.Join(err, v.subs[i].Unsubscribe())
 		v.subs[i] = nil
-		return errors.Join(err, sub.Unsubscribe())
+		return err
 	}
-	timer = time.AfterFunc(bound, end)
-	v.leaving[i] = stop
+	l.timer = time.AfterFunc(bound, end)
+	v.leaving[i] = l
 	return nil
+}
+
+// endLeave ends partition i's wait for its next holder, if it waits,
+// leaving its answers' subscription to the caller. v.mu must be held.
+func (v *View) endLeave(i int) {
+	if l := v.leaving[i]; l != nil {
+		v.leaving[i] = nil
+		l.timer.Stop()
+		l.next.Unsubscribe()
+	}
 }
 
 func partSubject(root string, i int) string { return root + "." + strconv.Itoa(i) }
@@ -324,7 +324,7 @@ func (v *View) Stored(token string, seq uint64, now time.Time, wait time.Duratio
 func (v *View) Leaving() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return slices.ContainsFunc(v.leaving, func(stop func()) bool { return stop != nil })
+	return slices.ContainsFunc(v.leaving, func(l *leave) bool { return l != nil })
 }
 
 // Active reports whether this shaper delivers any partition.

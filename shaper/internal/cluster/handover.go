@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/shaper-dev/shaper/drain"
 )
 
 // handoverKey names the entry in which the last holder of a lease leaves
@@ -14,12 +16,11 @@ func handoverKey(lease string) string { return "handover." + lease }
 
 // Handover is what the last holder of a partition leaves its next holder:
 // by key token, each key's last attempt (drain.Drainer.LastStarts), which
-// keeps the key's pace, and the slot it had reserved under the total cap;
-// and the cap's next free slot (drain.Drainer.CapOrder), which keep the
-// cap's order.
+// keeps the key's pace, and the keys' places under the total cap
+// (drain.Drainer.CapOrder), which keep the cap's order.
 type Handover struct {
-	Last, Slots map[string]time.Time
-	CapNext     time.Time
+	Last map[string]time.Time
+	Cap  drain.CapOrder
 }
 
 // slotPrefix marks a reserved slot in a hand-over entry, beside the last
@@ -33,18 +34,18 @@ const slotPrefix = "cap."
 // holder may start a key up to one interval early, or in another's slot
 // under the cap.
 func (c *Cluster) PutHandover(ctx context.Context, lease string, h Handover) {
-	if len(h.Last) == 0 && len(h.Slots) == 0 && h.CapNext.IsZero() {
+	if len(h.Last) == 0 && len(h.Cap.Slots) == 0 && h.Cap.Next.IsZero() {
 		return
 	}
-	ms := make(map[string]int64, len(h.Last)+len(h.Slots)+1)
+	ms := make(map[string]int64, len(h.Last)+len(h.Cap.Slots)+1)
 	for token, at := range h.Last {
 		ms[token] = at.UnixMilli()
 	}
-	for token, at := range h.Slots {
+	for token, at := range h.Cap.Slots {
 		ms[slotPrefix+token] = at.UnixMilli()
 	}
-	if !h.CapNext.IsZero() {
-		ms[slotPrefix] = h.CapNext.UnixMilli()
+	if !h.Cap.Next.IsZero() {
+		ms[slotPrefix] = h.Cap.Next.UnixMilli()
 	}
 	b, _ := json.Marshal(ms)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
@@ -67,14 +68,16 @@ func (c *Cluster) TakeHandover(ctx context.Context, lease string) Handover {
 	if json.Unmarshal(e.Value(), &ms) != nil {
 		return Handover{}
 	}
-	h := Handover{Last: map[string]time.Time{}, Slots: map[string]time.Time{}}
+	h := Handover{Last: map[string]time.Time{}, Cap: drain.CapOrder{Slots: map[string]time.Time{}}}
 	for name, at := range ms {
-		if token, ok := strings.CutPrefix(name, slotPrefix); ok && token == "" {
-			h.CapNext = time.UnixMilli(at)
-		} else if ok {
-			h.Slots[token] = time.UnixMilli(at)
-		} else {
+		token, slot := strings.CutPrefix(name, slotPrefix)
+		switch {
+		case !slot:
 			h.Last[name] = time.UnixMilli(at)
+		case token == "":
+			h.Cap.Next = time.UnixMilli(at)
+		default:
+			h.Cap.Slots[token] = time.UnixMilli(at)
 		}
 	}
 	return h

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 )
@@ -30,14 +31,16 @@ func TestHandoverCarriesPaceAndSlots(t *testing.T) {
 	}
 	at := time.UnixMilli(time.Now().UnixMilli())
 	want := cluster.Handover{
-		Last:    map[string]time.Time{"k0": at, "~a2V5": at.Add(-time.Second)},
-		Slots:   map[string]time.Time{"k1": at.Add(500 * time.Millisecond), "~a2V5": at.Add(time.Second)},
-		CapNext: at.Add(1500 * time.Millisecond),
+		Last: map[string]time.Time{"k0": at, "~a2V5": at.Add(-time.Second)},
+		Cap: drain.CapOrder{
+			Slots: map[string]time.Time{"k1": at.Add(500 * time.Millisecond), "~a2V5": at.Add(time.Second)},
+			Next:  at.Add(1500 * time.Millisecond),
+		},
 	}
 	lease := cluster.PartitionLease("p", 1, 4)
 	c.PutHandover(ctx, lease, want)
 	got := c.TakeHandover(ctx, lease)
-	if !maps.EqualFunc(got.Last, want.Last, time.Time.Equal) || !maps.EqualFunc(got.Slots, want.Slots, time.Time.Equal) || !got.CapNext.Equal(want.CapNext) {
+	if !maps.EqualFunc(got.Last, want.Last, time.Time.Equal) || !maps.EqualFunc(got.Cap.Slots, want.Cap.Slots, time.Time.Equal) || !got.Cap.Next.Equal(want.Cap.Next) {
 		t.Fatalf("TakeHandover = %+v, want %+v", got, want)
 	}
 
@@ -64,10 +67,10 @@ func TestHandoverCarriesPaceAndSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = c.TakeHandover(ctx, lease)
-	if len(got.Slots) != 0 || !got.CapNext.IsZero() || !got.Last["k0"].Equal(at) || len(got.Last) != 1 {
+	if len(got.Cap.Slots) != 0 || !got.Cap.Next.IsZero() || !got.Last["k0"].Equal(at) || len(got.Last) != 1 {
 		t.Errorf("an earlier release's entry reads as %+v, want k0's last attempt only", got)
 	}
-	if got := c.TakeHandover(ctx, cluster.PartitionLease("p", 2, 4)); len(got.Last)+len(got.Slots) != 0 {
+	if got := c.TakeHandover(ctx, cluster.PartitionLease("p", 2, 4)); len(got.Last)+len(got.Cap.Slots) != 0 {
 		t.Errorf("no entry reads as %+v, want nothing", got)
 	}
 }

@@ -114,15 +114,8 @@ func (b *syncBuffer) String() string {
 // connection to url, until the test ends or stop is called.
 func hold(t *testing.T, url, instance string, ttl time.Duration) (h *holder, nc *nats.Conn, stop func()) {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	nc = js.Conn()
 	h = &holder{t: t, name: instance, change: make(chan struct{}, 1)}
 	log := slog.New(slog.NewTextHandler(&h.log, nil))
 	c, err := cluster.Open(context.Background(), js, cluster.Config{Instance: instance, LeaseTTL: ttl, Logger: log})
