@@ -53,7 +53,7 @@ func checkAllDelivered(t *testing.T, r *memRig, want []string) {
 			t.Errorf("job %s never delivered", id)
 		}
 	}
-	if depths, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
+	if depths, _, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
 		t.Errorf("queue holds %v, want nothing", depths)
 	}
 }

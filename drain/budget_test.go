@@ -272,7 +272,7 @@ func TestBudgetDeadLetterAside(t *testing.T) {
 				if len(k0) != tt.wantTries+1 || k0[len(k0)-1] != "k-0 dead ("+tt.wantReason+")" {
 					t.Errorf("events of k-0 %q, want %d failures, then its dead letter", k0, tt.wantTries)
 				}
-				if depths, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
+				if depths, _, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
 					t.Errorf("queue holds %v, want nothing", depths)
 				}
 			})

@@ -153,7 +153,7 @@ func TestDeadLetter(t *testing.T) {
 				if st := r.d.Stats(); st.Dead != 1 || st.Delivered != 1 || st.Failed != uint64(len(tt.wantTries)) || st.Queued != 0 {
 					t.Errorf("Stats() = %+v, want 1 dead, 1 delivered, %d failed, 0 queued", st, len(tt.wantTries))
 				}
-				if depths, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
+				if depths, _, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
 					t.Errorf("queue holds %v after the dead letter and the delivery, want nothing", depths)
 				}
 			})

@@ -31,6 +31,7 @@ type hub struct {
 	depthAt   time.Time           // when the read of depths began
 	depthSeen uint64              // dispatching then
 	depths    []map[string]uint64 // by partition
+	depthUpTo uint64              // the sequence the count reaches (Queue.TokenDepths)
 	bars      []time.Time         // by partition: serve it only a read begun since (recountFrom)
 }
 
@@ -114,14 +115,14 @@ func (h *hub) awaitSeen(ctx context.Context, seq uint64) bool {
 // says are left (Drainer.resync): a count read before a job it was told
 // of would drop that job, not an older one already gone, and the key's
 // next drainer would deliver the job after later ones.
-func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error) {
+func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, uint64, error) {
 	h.depthMu.Lock()
 	defer h.depthMu.Unlock()
 	if h.depths == nil || time.Since(h.depthAt) > depthsFresh || h.dispatching.Load() > h.depthSeen || h.depthAt.Before(h.bars[i]) {
 		seen, at := h.dispatching.Load(), time.Now()
-		all, err := h.q.TokenDepths(ctx)
+		all, upTo, err := h.q.TokenDepths(ctx)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		split := make([]map[string]uint64, h.n)
 		for p := range split {
@@ -130,9 +131,9 @@ func (h *hub) tokenDepths(ctx context.Context, i int) (map[string]uint64, error)
 		for token, n := range all {
 			split[PartitionOf(token, h.n)][token] = n
 		}
-		h.depths, h.depthAt, h.depthSeen = split, at, seen
+		h.depths, h.depthAt, h.depthSeen, h.depthUpTo = split, at, seen, upTo
 	}
-	return h.depths[i], nil
+	return h.depths[i], h.depthUpTo, nil
 }
 
 // recountFrom makes partition i's next count of depths one read from now
@@ -176,9 +177,13 @@ func (v *view) LastSeq(ctx context.Context) (uint64, error) { return v.q.LastSeq
 
 func (v *view) Remove(ctx context.Context, seq uint64) error { return v.q.Remove(ctx, seq) }
 
-func (v *view) TokenDepths(ctx context.Context) (map[string]uint64, error) {
+func (v *view) TokenDepths(ctx context.Context) (map[string]uint64, uint64, error) {
 	return v.tokenDepths(ctx, v.i)
 }
+
+// awaitReported waits until the watch of the queue has reported the job
+// at seq, whatever its partition, to its partition's Drainer (resync).
+func (v *view) awaitReported(ctx context.Context, seq uint64) bool { return v.awaitSeen(ctx, seq) }
 
 // syncView is a view of a queue that reports jobs from the call storing
 // them: the last partition to register starts that report for all.

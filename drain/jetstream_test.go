@@ -136,7 +136,7 @@ func (r *rig) wait(n int, timeout time.Duration) []delivery {
 		select {
 		case <-r.more:
 		case <-deadline:
-			depths, err := r.q.TokenDepths(context.Background())
+			depths, _, err := r.q.TokenDepths(context.Background())
 			r.t.Fatalf("got %d deliveries after %v, want %d; drainer %+v; stored by key %v (err %v); delivered %v",
 				len(ds), timeout, n, r.d.Stats(), depths, err, ds)
 		}

@@ -190,6 +190,13 @@ func (k *keyState) toRead() bool {
 	return len(k.seqs) > 0 && k.seqs[len(k.seqs)-1] >= k.from
 }
 
+// toReadCount counts the sequences Watch reported from `from` on: seqs keeps
+// those below until the next read drops them (readPlan).
+func (k *keyState) toReadCount() int {
+	i, _ := slices.BinarySearch(k.seqs, k.from)
+	return len(k.seqs) - i
+}
+
 // readAhead is how many reported sequences one step tries at most before
 // it gives up reading the head (jobs removed by another drainer).
 const readAhead = 4
@@ -218,18 +225,23 @@ func (k *keyState) doubt() {
 	k.unsure, k.seekFrom = true, 0
 }
 
-// lost reports whether the key, unsure of its list, has run out of it while
-// its depth counts more jobs than it knows where to find: the next read
-// then seeks the key's first job stored from seekFrom on (Queue.Next).
-// After a take-over these are the jobs the previous drainer stepped aside
-// while it delivered later ones, which a trimmed list misses.
+// lost reports whether the key has run out of its list while its depth
+// counts more jobs than it knows where to find: the next read then seeks
+// the key's first job stored from seekFrom on (Queue.Next), and finding
+// none, sets the depth to the jobs it knows. A key unsure of its list,
+// after a take-over, misses the jobs the previous drainer stepped aside
+// while it delivered later ones, which a trimmed list lacks. A key sure of
+// it has counted a job twice: one stored while the server counted the
+// queue's depths (resync), reported above the count's last sequence.
+// Left counted, such a job would never come, and every answer about the
+// key would wait for it.
 func (k *keyState) lost() bool {
-	return k.unsure && len(k.seqs) == 0 && k.head.msg == nil && k.depth > k.known()
+	return !k.toRead() && k.head.msg == nil && k.depth > k.known()
 }
 
 // known counts the jobs of the key the drainer knows where to find.
 func (k *keyState) known() int64 {
-	n := len(k.pend) + len(k.aside) + len(k.seqs) + len(k.flight.air()) + len(k.flight.back())
+	n := len(k.pend) + len(k.aside) + k.toReadCount() + len(k.flight.air()) + len(k.flight.back())
 	if k.head.msg != nil {
 		n++
 	}
@@ -237,12 +249,12 @@ func (k *keyState) known() int64 {
 }
 
 // resync sets a passive drainer's depth of the key from the queue's count
-// of its jobs, stored, taken after the key's notices up to highest: jobs
-// reported later come on top. The drainer on another shaper removes a
-// key's jobs oldest first, so of the sequences reported up to highest the
-// newest stored are the ones left — but for the failed jobs a retry budget
-// keeps while later ones go: a key whose list was trimmed seeks them once
-// the list runs out (lost).
+// of its jobs, stored, which holds every job stored up to highest, once
+// Watch has reported those: jobs reported above highest come on top. The
+// drainer on another shaper removes a key's jobs oldest first, so of the
+// sequences reported up to highest the newest stored are the ones left —
+// but for the failed jobs a retry budget keeps while later ones go: a key
+// whose list was trimmed seeks them once the list runs out (lost).
 func (k *keyState) resync(stored, highest uint64) {
 	k.setDepth(int64(stored) + int64(countAbove(k.seqs, highest)))
 	if trimOldest(&k.seqs, highest, int(stored)) {

@@ -37,7 +37,7 @@ func TestHandover(t *testing.T) {
 		// counts (every two seconds) which ones a removed.
 		elapse(2*time.Second + time.Millisecond)
 		synctest.Wait()
-		depths, _ := r.q.TokenDepths(t.Context())
+		depths, _, _ := r.q.TokenDepths(t.Context())
 		for k := range want {
 			if got := b.Key(k, time.Now()).Queued; got != int64(depths[k]) {
 				t.Errorf("passive b: Key(%s).Queued = %d, want %d as stored", k, got, depths[k])
@@ -61,7 +61,7 @@ func TestHandover(t *testing.T) {
 		for k, kd := range byKey(uniq) {
 			checkFIFO(t, k, kd, want[k])
 		}
-		if depths, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
+		if depths, _, _ := r.q.TokenDepths(t.Context()); len(depths) != 0 {
 			t.Errorf("queue holds %v after the handover, want nothing", depths)
 		}
 	})

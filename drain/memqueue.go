@@ -217,7 +217,7 @@ func (q *MemQueue) Remove(_ context.Context, seq uint64) error {
 
 // Depths returns the number of jobs stored per key.
 func (q *MemQueue) Depths(ctx context.Context) (map[string]uint64, error) {
-	byToken, _ := q.TokenDepths(ctx)
+	byToken, _, _ := q.TokenDepths(ctx)
 	out := make(map[string]uint64, len(byToken))
 	for token, n := range byToken {
 		if key, err := queue.DecodeKey(token); err == nil {
@@ -227,15 +227,16 @@ func (q *MemQueue) Depths(ctx context.Context) (map[string]uint64, error) {
 	return out, nil
 }
 
-// TokenDepths is Depths keyed by key token.
-func (q *MemQueue) TokenDepths(context.Context) (map[string]uint64, error) {
+// TokenDepths is Depths keyed by key token, and the sequence of the last
+// job stored: the count holds every job stored up to it, and no other.
+func (q *MemQueue) TokenDepths(context.Context) (map[string]uint64, uint64, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make(map[string]uint64, len(q.depths))
 	for token, n := range q.depths {
 		out[token] = uint64(n)
 	}
-	return out, nil
+	return out, q.last, nil
 }
 
 // Watch calls fn for every job stored now, in order, and then for every job

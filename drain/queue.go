@@ -41,10 +41,13 @@ type Queue interface {
 	// Remove deletes the job stored at seq, freeing its key's slot.
 	// Removing a job that is already gone is not an error.
 	Remove(ctx context.Context, seq uint64) error
-	// TokenDepths returns the number of jobs stored per key token. Only a
-	// passive Drainer asks, every few seconds, since Watch does not report
-	// the jobs another drainer removes.
-	TokenDepths(ctx context.Context) (map[string]uint64, error)
+	// TokenDepths returns the number of jobs stored per key token, and
+	// the sequence the count reaches: every job stored up to upTo is
+	// counted (or was removed); jobs stored later are not, or only
+	// rarely (a job stored while the count is taken). Only a passive
+	// Drainer asks, every few seconds, since Watch does not report the
+	// jobs another drainer removes.
+	TokenDepths(ctx context.Context) (depths map[string]uint64, upTo uint64, err error)
 }
 
 var (

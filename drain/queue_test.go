@@ -114,7 +114,7 @@ func contractAdmission(t *testing.T, q admissionQueue) {
 	if err != nil || depths["k"] != 3 || depths["other key"] != 1 || len(depths) != 2 {
 		t.Errorf("Depths() = %v, %v; want k: 3, other key: 1", depths, err)
 	}
-	tokens, err := q.TokenDepths(ctx)
+	tokens, _, err := q.TokenDepths(ctx)
 	other, _ := queue.EncodeKey("other key")
 	if err != nil || tokens["k"] != 3 || tokens[other] != 1 {
 		t.Errorf("TokenDepths() = %v, %v; want k: 3, %s: 1", tokens, err, other)
@@ -188,7 +188,7 @@ func contractWatchAndRead(t *testing.T, q admissionQueue) {
 	if _, err := q.Get(ctx, "a", receipts[0].Seq); !errors.Is(err, queue.ErrEmpty) {
 		t.Errorf("Get of a removed job = %v, want ErrEmpty", err)
 	}
-	if tokens, _ := q.TokenDepths(ctx); tokens["a"] != 1 {
+	if tokens, _, _ := q.TokenDepths(ctx); tokens["a"] != 1 {
 		t.Errorf("TokenDepths()[a] = %d after a removal, want 1", tokens["a"])
 	}
 	// Next finds a key's first job stored from a sequence on, past other

@@ -180,7 +180,7 @@ func (q *Queue) Remove(ctx context.Context, seq uint64) error {
 // Depths returns the number of jobs stored per key, read from the stream
 // (exact, but one JetStream request over every subject: not for a hot path).
 func (q *Queue) Depths(ctx context.Context) (map[string]uint64, error) {
-	byToken, err := q.TokenDepths(ctx)
+	byToken, _, err := q.TokenDepths(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -193,13 +193,17 @@ func (q *Queue) Depths(ctx context.Context) (map[string]uint64, error) {
 	return out, nil
 }
 
-// TokenDepths is Depths keyed by key token.
-func (q *Queue) TokenDepths(ctx context.Context) (map[string]uint64, error) {
+// TokenDepths is Depths keyed by key token, and the sequence the count
+// reaches: every job stored up to upTo (the stream's last sequence when it
+// counted) is in it, or was removed. A job stored while the server counts
+// may be in it too, with a sequence above upTo: the server reads its last
+// sequence just before it counts the subjects.
+func (q *Queue) TokenDepths(ctx context.Context) (depths map[string]uint64, upTo uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
 	defer cancel()
 	info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(q.prefix+"*"))
 	if err != nil {
-		return nil, classify("queue: depths", err)
+		return nil, 0, classify("queue: depths", err)
 	}
 	out := make(map[string]uint64, len(info.State.Subjects))
 	for subj, n := range info.State.Subjects {
@@ -207,7 +211,7 @@ func (q *Queue) TokenDepths(ctx context.Context) (map[string]uint64, error) {
 			out[t] = n
 		}
 	}
-	return out, nil
+	return out, info.State.LastSeq, nil
 }
 
 // extraHeader returns the job's own headers of h, all but NATS's
