@@ -78,6 +78,11 @@ type Config struct {
 	Resume func(ctx context.Context, m *queue.Msg) (failures int)
 	// Passive starts the Drainer watching but not delivering, until SetActive(true).
 	Passive bool
+	// WatchedBytes bounds the jobs Watch reported whole (queue.Notice.Msg)
+	// that an active Drainer keeps for its keys' next reads: each one
+	// kept spares a read of the queue (watched.go). Default
+	// DefaultWatchedBytes; negative: none is kept.
+	WatchedBytes int
 }
 
 // Event describes one delivery attempt or dead-lettering, for metrics,
@@ -154,6 +159,7 @@ type Drainer struct {
 	cancel          context.CancelFunc // ends the watch, and the goroutines of Start
 	calls           queueCalls         // the context of the steps' queue calls (outage.go)
 	adaptive        adaptive           // the adaptive rates, with Pace.Adapt (adaptive.go)
+	watched         watchedJobs        // jobs Watch reported whole, for the keys' next reads (watched.go)
 
 	kick        chan struct{}
 	tasks       chan *step
@@ -202,6 +208,9 @@ func New(q Queue, sink Sink, pace Pace, cfg Config) *Drainer {
 	}
 	if cfg.FailReason == "" {
 		cfg.FailReason = ReasonDelivery
+	}
+	if cfg.WatchedBytes == 0 {
+		cfg.WatchedBytes = DefaultWatchedBytes
 	}
 	d := &Drainer{
 		active:     !cfg.Passive,
@@ -361,6 +370,8 @@ func (d *Drainer) SetActive(active bool) {
 		if active {
 			d.activation++
 			d.resumeUpTo = 0
+		} else {
+			d.watched.clear() // another drainer may remove them from now on
 		}
 		for _, k := range d.keys {
 			if active {

@@ -32,6 +32,7 @@ type MemQueue struct {
 	clock      Clock
 	epoch      string // the first part of the ids Admit makes
 	maxPayload int
+	watchJobs  bool
 
 	mu       sync.Mutex
 	size     int
@@ -53,6 +54,10 @@ type MemQueueConfig struct {
 	// Clock stamps jobs admitted without an EnqueuedAt, and dates the
 	// queue (the ids Admit makes). Default: the time package's clock.
 	Clock Clock
+	// WatchJobs makes Watch report each job whole (queue.Notice.Msg, a
+	// copy), as *queue.Queue's does by default. By default it reports
+	// sequences only: a replay reads its jobs at no cost.
+	WatchJobs bool
 }
 
 // NewMemQueue returns an empty MemQueue of policy with room for size jobs
@@ -72,6 +77,7 @@ func NewMemQueue(policy string, size int, cfg MemQueueConfig) (*MemQueue, error)
 		clock:      cfg.Clock,
 		epoch:      queue.EpochOf(cfg.Clock.Now()),
 		maxPayload: cfg.MaxPayload,
+		watchJobs:  cfg.WatchJobs,
 		size:       size,
 		limit:      size,
 		jobs:       make(map[uint64]*queue.Msg),
@@ -151,7 +157,7 @@ func (q *MemQueue) Admit(_ context.Context, job queue.Job) (queue.Receipt, error
 	q.jobs[m.Seq] = m
 	q.depths[token]++
 	for _, w := range q.watchers {
-		w.fn(queue.Notice{Token: token, Seq: m.Seq})
+		w.fn(q.notice(m))
 	}
 	return queue.Receipt{ID: m.ID, Seq: m.Seq}, nil
 }
@@ -260,11 +266,21 @@ func (q *MemQueue) watch(fn func(queue.Notice)) *memWatcher {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, seq := range slices.Sorted(maps.Keys(q.jobs)) {
-		fn(queue.Notice{Token: q.jobs[seq].Token, Seq: seq})
+		fn(q.notice(q.jobs[seq]))
 	}
 	w := &memWatcher{fn: fn}
 	q.watchers = append(q.watchers, w)
 	return w
+}
+
+// notice is what Watch reports of the job m. q.mu must be held.
+func (q *MemQueue) notice(m *queue.Msg) queue.Notice {
+	n := queue.Notice{Token: m.Token, Seq: m.Seq}
+	if q.watchJobs {
+		c := *m
+		n.Msg = &c
+	}
+	return n
 }
 
 func (q *MemQueue) unwatch(w *memWatcher) {

@@ -142,7 +142,11 @@ func (d *Drainer) due(now time.Time, steps []*step, limit int) (_ []*step, next 
 	if d.draining || !d.active || d.stopped || d.fenced(now) || d.fenced(d.clock.Now()) {
 		// Past the lease's bound nothing starts (also when Advance is
 		// given a time before the clock's): HoldUntil wakes the scheduler
-		// when it moves.
+		// when it moves. Another shaper may have taken the lease and
+		// removed jobs kept from the watch: they are read again.
+		if d.active && !d.draining && !d.stopped {
+			d.watched.clear()
+		}
 		return steps, time.Time{}, false
 	}
 	for d.heap.Len() > 0 && !d.heap[0].at.After(now) && (limit <= 0 || len(steps) < limit) {

@@ -35,6 +35,7 @@ type step struct {
 	readSince  time.Time // when the read fell due (headAt)
 	from       uint64
 	exact      []uint64        // read the head at the first of these sequences still stored; seeking, skip these
+	watched    *queue.Msg      // the job at exact[0], reported whole by Watch: read without a request
 	seek       bool            // read the first job of the key stored from `from` on (Queue.Next)
 	alongside  bool            // read the head on a goroutine of its own, alongside the removals and the hand-over
 	reading    sync.WaitGroup  // that read
@@ -192,7 +193,10 @@ func (d *Drainer) handOver(ctx, qctx context.Context, s *step) {
 // does not hold already. A head stored before activation is resumed. The
 // queue calls run with qctx (outage.go), Config.Resume with ctx.
 func (d *Drainer) readHead(ctx, qctx context.Context, s *step) {
-	if s.seek {
+	switch {
+	case s.watched != nil:
+		s.head = s.watched
+	case s.seek:
 		from := s.from
 		for {
 			s.head, s.readErr = d.q.Next(qctx, s.k.token, from)
@@ -201,7 +205,7 @@ func (d *Drainer) readHead(ctx, qctx context.Context, s *step) {
 			}
 			from = s.head.Seq + 1 // a job the key holds already
 		}
-	} else {
+	default:
 		var last uint64 // the queue's last sequence, asked at most once a step
 		for _, seq := range s.exact {
 			s.head, s.readErr = d.readAt(qctx, s.k, seq, &last)
@@ -270,7 +274,11 @@ func (d *Drainer) planRead(k *keyState, s *step) {
 		}
 		s.exact = k.flight.holds(s.exact)
 	} else {
+		d.unwatchBelow(k, s.from)
 		s.exact = k.readPlan(s.exact, s.from)
+		if len(s.exact) > 0 {
+			s.watched = d.watched.take(s.exact[0])
+		}
 	}
 	if d.cfg.Resume != nil && k.resumeLeft > 0 {
 		s.resume, s.resumeUpTo, s.activation = true, d.resumeUpTo, d.activation

@@ -72,6 +72,7 @@ func (d *Drainer) notice(n queue.Notice) {
 	if !news {
 		return
 	}
+	d.watch(k, n)
 	if counted {
 		d.queued++
 		d.tally(k)

@@ -38,7 +38,8 @@ const (
 
 // Config holds a queue's optional settings. The zero value means the
 // documented defaults: file storage, one replica, a two-minute duplicate
-// window, 1 MiB payloads, no stream-wide byte limit, a 2 s timeout per call.
+// window, 1 MiB payloads, no stream-wide byte limit, a 2 s timeout per
+// call, and a Watch that reports every job whole.
 type Config struct {
 	Replicas        int
 	Storage         jetstream.StorageType
@@ -48,7 +49,13 @@ type Config struct {
 	Timeout         time.Duration
 	SubjectRoot     string // jobs of key k of policy p live on <root>.<p>.<token(k)>
 	StreamPrefix    string // the stream of policy p is <prefix><p>
-	Logger          *slog.Logger
+	// WatchHeadersOnly makes Watch read each job's headers only, leaving
+	// Notice.Msg nil: a drainer then reads every job it delivers (Get).
+	// By default Watch reads each job whole, once, so that the drainer
+	// delivering it need not read it again; every watcher (each shaper
+	// watching the queue) then receives every payload.
+	WatchHeadersOnly bool
+	Logger           *slog.Logger
 }
 
 func (c Config) withDefaults() Config {

@@ -192,6 +192,61 @@ func TestWatch(t *testing.T) {
 	}
 }
 
+// The watch reports each job whole, as Get reads it (so that a drainer
+// need not read it again), or with WatchHeadersOnly its sequence only.
+func TestWatchReportsJobsWhole(t *testing.T) {
+	for _, headersOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("headers only %v", headersOnly), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s := testenv.NATS(t)
+			js, err := jetstream.New(testenv.Connect(t, s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := queue.Open(ctx, js, "orders", 10, queue.Config{WatchHeadersOnly: headersOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := []queue.Job{
+				{Key: "plain", Payload: []byte("hello")},
+				{ID: "j-2", Key: "ünïcode key", Payload: []byte{0, 1, 2}, Header: nats.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}, Attempt: 3},
+			}
+			for _, j := range jobs {
+				if _, err := q.Admit(ctx, j); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := make(chan queue.Notice, 10)
+			go q.Watch(ctx, func(n queue.Notice) { got <- n })
+			for range jobs {
+				var n queue.Notice
+				select {
+				case n = <-got:
+				case <-time.After(5 * time.Second):
+					t.Fatal("no notice")
+				}
+				if headersOnly {
+					if n.Msg != nil {
+						t.Errorf("notice of %d: job %+v, want none (headers only)", n.Seq, n.Msg)
+					}
+					continue
+				}
+				read, err := q.Get(ctx, n.Token, n.Seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := n.Msg
+				if w == nil || w.Seq != read.Seq || w.Token != read.Token || w.ID != read.ID || w.Key != read.Key ||
+					string(w.Payload) != string(read.Payload) || fmt.Sprint(w.Header) != fmt.Sprint(read.Header) ||
+					w.Attempt != read.Attempt || !w.EnqueuedAt.Equal(read.EnqueuedAt) || w.Undecodable != read.Undecodable {
+					t.Errorf("notice of %d: job %+v, want it as Get reads it: %+v", n.Seq, w, read)
+				}
+			}
+		})
+	}
+}
+
 func TestOpenKeepsLargerLimitOverLiveJobs(t *testing.T) {
 	ctx := context.Background()
 	q, js := open(t, 5)

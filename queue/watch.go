@@ -9,10 +9,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Notice says that a job was stored: its key's token and its sequence.
+// Notice says that a job was stored: its key's token and its sequence,
+// and the job itself when the watch read it whole (Msg; nil when it read
+// headers only, Config.WatchHeadersOnly).
 type Notice struct {
 	Token string
 	Seq   uint64
+	Msg   *Msg
 }
 
 // Key returns the key the notice's token encodes, and an error for a token
@@ -22,9 +25,10 @@ type Notice struct {
 func (n Notice) Key() (string, error) { return DecodeKey(n.Token) }
 
 // Watch calls fn, in stream order and from one goroutine at a time, for
-// every job in the queue now and every job stored later, until ctx ends. It
-// reads headers only, so its cost does not grow with payload size. A job
-// removed before Watch reaches it is skipped.
+// every job in the queue now and every job stored later, until ctx ends,
+// with the job read whole (Notice.Msg), or its headers only
+// (Config.WatchHeadersOnly: then its cost does not grow with payload size).
+// A job removed before Watch reaches it is skipped.
 //
 // Drainers depend on Watch to learn of every job, so it heals itself: when
 // the stream has stored jobs past the last one reported and nothing has been
@@ -57,7 +61,11 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 			}
 			last, progress = md.Sequence.Stream, time.Now()
 			if token := q.Token(m.Subject()); token != "" {
-				fn(Notice{Token: token, Seq: md.Sequence.Stream})
+				n := Notice{Token: token, Seq: md.Sequence.Stream}
+				if !q.cfg.WatchHeadersOnly {
+					n.Msg = q.decode(n.Seq, token, m.Headers(), m.Data(), md.Timestamp)
+				}
+				fn(n)
 			}
 			if md.NumPending == 0 || md.Sequence.Stream >= caughtUpAt {
 				q.markCaughtUp()
@@ -93,7 +101,7 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 		cons, err := q.js.OrderedConsumer(ctx, q.Stream(), jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:   from,
-			HeadersOnly:   true,
+			HeadersOnly:   q.cfg.WatchHeadersOnly,
 		})
 		if err != nil {
 			continue

@@ -103,6 +103,14 @@ type Config struct {
 	MaxPayload int
 	// Workers bounds the deliveries in flight per policy. Default drain.DefaultWorkers.
 	Workers int
+	// WatchHeadersOnly makes each queue's watch read jobs' headers only,
+	// so that the shaper delivering a job reads it once more. By default
+	// the watch reads every job whole and the drain delivers it without
+	// another read (queue.Config.WatchHeadersOnly): a request to the
+	// queue less per delivery, at the cost of every shaper watching a
+	// queue receiving every payload of it, also of the partitions others
+	// drain. Worth setting with several shapers and large payloads.
+	WatchHeadersOnly bool
 	// SubmitSubject is the NATS ingress root: requests to <root>.<policy>.<key>.
 	// Default DefaultSubmitSubject.
 	SubmitSubject string

@@ -47,10 +47,11 @@ type served struct {
 // until this shaper holds p's lease.
 func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*served, error) {
 	qcfg := queue.Config{
-		Replicas:   s.cfg.Replicas,
-		MaxPayload: s.cfg.MaxPayload,
-		Timeout:    s.cfg.Timeout,
-		Logger:     s.log,
+		Replicas:         s.cfg.Replicas,
+		MaxPayload:       s.cfg.MaxPayload,
+		Timeout:          s.cfg.Timeout,
+		WatchHeadersOnly: s.cfg.WatchHeadersOnly,
+		Logger:           s.log,
 	}
 	q, err := queue.Open(ctx, s.js, p.Name, p.Queue, qcfg)
 	if err != nil {

@@ -1,0 +1,91 @@
+package drain
+
+import "github.com/shaper-dev/shaper/queue"
+
+// The jobs Watch reported whole (queue.Notice.Msg), kept for the next reads
+// of an active Drainer's keys: a head found here costs no request to the
+// queue. Only a job reported while the Drainer is active is kept, and only
+// until it becomes inactive or finds itself past its lease (HoldUntil):
+// while it holds the drain, nobody else removes its keys' jobs, so a job
+// kept is a job stored. A key that reads its heads late (a far slot, see
+// headLead) keeps none, so that a key waiting for its slot holds no job;
+// past Config.WatchedBytes the jobs reported are not kept, and read as
+// before.
+
+// DefaultWatchedBytes bounds the jobs an active Drainer keeps from Watch
+// by default: at 100-byte payloads, about 20,000 jobs.
+const DefaultWatchedBytes = 8 << 20
+
+// watchedJobs are the jobs kept, by sequence. It is guarded by the
+// Drainer's mu.
+type watchedJobs struct {
+	jobs  map[uint64]*queue.Msg
+	bytes int
+}
+
+// keep adds m unless that would pass limit bytes.
+func (w *watchedJobs) keep(m *queue.Msg, limit int) {
+	n := jobBytes(m)
+	if w.bytes+n > limit {
+		return
+	}
+	if w.jobs == nil {
+		w.jobs = make(map[uint64]*queue.Msg)
+	}
+	w.jobs[m.Seq] = m
+	w.bytes += n
+}
+
+// take returns the job at seq and forgets it; nil when it is not kept.
+func (w *watchedJobs) take(seq uint64) *queue.Msg {
+	m, ok := w.jobs[seq]
+	if !ok {
+		return nil
+	}
+	delete(w.jobs, seq)
+	w.bytes -= jobBytes(m)
+	return m
+}
+
+// clear forgets every job kept.
+func (w *watchedJobs) clear() {
+	clear(w.jobs)
+	w.bytes = 0
+}
+
+// jobBytes estimates what keeping m costs: its payload, its id, key and
+// headers, and the Msg itself.
+func jobBytes(m *queue.Msg) int {
+	n := 160 + len(m.Payload) + len(m.ID) + len(m.Key) + len(m.Token) + len(m.Undecodable)
+	for name, values := range m.Header {
+		n += 48 + len(name)
+		for _, v := range values {
+			n += 16 + len(v)
+		}
+	}
+	return n
+}
+
+// watch keeps the job n reported whole, for key k, when the Drainer
+// delivers and k reads its heads as soon as the one before is delivered.
+// d.mu must be held.
+func (d *Drainer) watch(k *keyState, n queue.Notice) {
+	if n.Msg == nil || !d.active || d.cfg.WatchedBytes < 0 || d.readsLate(k) {
+		return
+	}
+	d.watched.keep(n.Msg, d.cfg.WatchedBytes)
+}
+
+// unwatchBelow forgets the jobs kept of k below from: its next read,
+// planned from there, drops their sequences (readPlan). d.mu must be held.
+func (d *Drainer) unwatchBelow(k *keyState, from uint64) {
+	if len(d.watched.jobs) == 0 {
+		return
+	}
+	for _, seq := range k.seqs {
+		if seq >= from {
+			return
+		}
+		d.watched.take(seq)
+	}
+}
