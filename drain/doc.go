@@ -45,7 +45,12 @@
 // from a pool and goes back to it when the key is released. The head is
 // read by the exact sequence Watch reported for the
 // key (one index lookup), never by searching the key's subject, which would
-// scan every job stored after the key's last one, of all keys. Watch
+// scan every job stored after the key's last one, of all keys. When Watch
+// reports jobs whole (queue.Notice.Msg: *queue.Queue's default), an active
+// Drainer keeps those of its keys that read their heads at once, up to
+// Config.WatchedBytes, and takes a head from there without a read; it
+// forgets them when it stops delivering or finds itself past its lease,
+// since another drainer may remove them from then on. Watch
 // reports every job from the queue's first, also while the Drainer is
 // passive, so the list is complete. A job not found is skipped only when
 // the queue has stored past it (LastSeq) and a second read still misses it

@@ -81,7 +81,8 @@ type Config struct {
 	// WatchedBytes bounds the jobs Watch reported whole (queue.Notice.Msg)
 	// that an active Drainer keeps for its keys' next reads: each one
 	// kept spares a read of the queue (watched.go). Default
-	// DefaultWatchedBytes; negative: none is kept.
+	// DefaultWatchedBytes; negative: none is kept. The partitions of a
+	// Group share it equally.
 	WatchedBytes int
 }
 

@@ -63,6 +63,12 @@ func NewGroup(q Queue, n int, sink Sink, pace Pace, cfg Config) *Group {
 	}
 	g.hub = newHub(q, n)
 	pace = share(pace, n)
+	if cfg.WatchedBytes == 0 {
+		cfg.WatchedBytes = DefaultWatchedBytes
+	}
+	if cfg.WatchedBytes > 0 {
+		cfg.WatchedBytes = max(cfg.WatchedBytes/n, 1) // the partitions share it
+	}
 	for i := range n {
 		pcfg := cfg
 		if cfg.Logger != nil {

@@ -12,8 +12,9 @@ import "github.com/shaper-dev/shaper/queue"
 // past Config.WatchedBytes the jobs reported are not kept, and read as
 // before.
 
-// DefaultWatchedBytes bounds the jobs an active Drainer keeps from Watch
-// by default: at 100-byte payloads, about 20,000 jobs.
+// DefaultWatchedBytes bounds the jobs an active Drainer, or the partitions
+// of a Group together, keep from Watch by default: at 100-byte payloads,
+// about 28,000 jobs.
 const DefaultWatchedBytes = 8 << 20
 
 // watchedJobs are the jobs kept, by sequence. It is guarded by the
