@@ -47,8 +47,9 @@
 // key (one index lookup), never by searching the key's subject, which would
 // scan every job stored after the key's last one, of all keys. When Watch
 // reports jobs whole (queue.Notice.Msg: *queue.Queue's default), an active
-// Drainer keeps those of its keys that read their heads at once, up to
-// Config.WatchedBytes, and takes a head from there without a read; it
+// Drainer keeps those it reads soon (of its keys that read their heads as
+// soon as the one before is delivered, or a key's next job when its slot
+// is near), up to Config.WatchedBytes, and takes a head from there without a read; it
 // forgets them when it stops delivering or finds itself past its lease,
 // since another drainer may remove them from then on. Watch
 // reports every job from the queue's first, also while the Drainer is

@@ -8,7 +8,8 @@ import "github.com/shaper-dev/shaper/queue"
 // until it becomes inactive or finds itself past its lease (HoldUntil):
 // while it holds the drain, nobody else removes its keys' jobs, so a job
 // kept is a job stored. A key that reads its heads late (a far slot, see
-// headLead) keeps none, so that a key waiting for its slot holds no job;
+// headLead) keeps only a job it reads at once (its slot is near, and no
+// other job of it waits), so that a key waiting for its slot holds no job;
 // past Config.WatchedBytes the jobs reported are not kept, and read as
 // before.
 
@@ -68,11 +69,16 @@ func jobBytes(m *queue.Msg) int {
 }
 
 // watch keeps the job n reported whole, for key k, when the Drainer
-// delivers and k reads its heads as soon as the one before is delivered.
-// d.mu must be held.
+// delivers and k reads it soon: k reads its heads as soon as the one
+// before is delivered, or n is the job k reads next and k's slot comes
+// within headLead (a key idle until now reads it at once). d.mu must be
+// held.
 func (d *Drainer) watch(k *keyState, n queue.Notice) {
-	if n.Msg == nil || !d.active || d.cfg.WatchedBytes < 0 || d.readsLate(k) {
+	if n.Msg == nil || !d.active || d.cfg.WatchedBytes < 0 {
 		return
+	}
+	if d.readsLate(k) && (k.head.msg != nil || k.toReadCount() > 1 || k.next.After(d.clock.Now().Add(headLead))) {
+		return // a key waiting for a far slot holds no job
 	}
 	d.watched.keep(n.Msg, d.cfg.WatchedBytes)
 }

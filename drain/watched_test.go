@@ -45,7 +45,7 @@ func watchedRig(t *testing.T) (t0 time.Time, clock *virtualClock, q *readCountin
 // before is delivered takes them from the watch: no job is read again.
 // Jobs reported while it is passive, and those of keys whose slots are far
 // apart (read shortly before their slot, so that a key waiting holds no
-// job), are read as before.
+// job) but the job an idle key reads at once, are read as before.
 func TestWatchedJobsNeedNoRead(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -55,7 +55,7 @@ func TestWatchedJobsNeedNoRead(t *testing.T) {
 	}{
 		{"close slots", 10 * time.Millisecond, false, 0},
 		{"reported while passive", 10 * time.Millisecond, true, 20},
-		{"far slots", time.Second, false, 20},
+		{"far slots", time.Second, false, 16}, // each key's first job is read at once: kept
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t0, clock, q, sink, got := watchedRig(t)
@@ -71,6 +71,19 @@ func TestWatchedJobsNeedNoRead(t *testing.T) {
 			}
 			if n := q.gets.Load(); n != c.wantReads {
 				t.Errorf("%d jobs read from the queue, want %d", n, c.wantReads)
+			}
+			if c.interval >= time.Second {
+				// A slow key with a job every slot or so: each found idle.
+				q.gets.Store(0)
+				now := clock.Now()
+				for i := range 5 {
+					clock.set(now.Add(time.Duration(i) * 2 * c.interval))
+					admitJob(t, q.MemQueue, fmt.Sprint("s", i), "slow")
+					advanceAll(context.Background(), d, clock)
+				}
+				if n := q.gets.Load(); n != 0 {
+					t.Errorf("a key found idle by each of its 5 jobs: %d read from the queue, want 0", n)
+				}
 			}
 		})
 	}
