@@ -276,9 +276,7 @@ func (d *Drainer) planRead(k *keyState, s *step) {
 	} else {
 		d.unwatchBelow(k, s.from)
 		s.exact = k.readPlan(s.exact, s.from)
-		if len(s.exact) > 0 {
-			s.watched = d.watched.take(s.exact[0])
-		}
+		s.watched = d.takeWatched(k, s.exact)
 	}
 	if d.cfg.Resume != nil && k.resumeLeft > 0 {
 		s.resume, s.resumeUpTo, s.activation = true, d.resumeUpTo, d.activation

@@ -96,3 +96,17 @@ func (d *Drainer) unwatchBelow(k *keyState, from uint64) {
 		d.watched.take(seq)
 	}
 }
+
+// takeWatched returns the job kept at the first of exact, the sequences
+// k's head is read at, forgetting it; nil when none is kept, or when the
+// job kept there is another key's (a stream made again under the same
+// name numbers its jobs from 1 again). d.mu must be held.
+func (d *Drainer) takeWatched(k *keyState, exact []uint64) *queue.Msg {
+	if len(exact) == 0 || len(d.watched.jobs) == 0 {
+		return nil
+	}
+	if m := d.watched.take(exact[0]); m != nil && m.Token == k.token {
+		return m
+	}
+	return nil
+}
