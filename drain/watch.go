@@ -155,6 +155,7 @@ func (d *Drainer) resync(ctx context.Context) {
 }
 
 // resyncWait bounds how long resync waits for Watch to report the jobs its
-// count holds. Watch is a moment behind the store; it may not report the
-// last job counted at all when another drainer removed it first.
-const resyncWait = 500 * time.Millisecond
+// count holds. Watch is a moment behind the store (a millisecond or so); it
+// may not report the last job counted at all, when another drainer removed
+// it first: then a partition taken over starts this much later.
+const resyncWait = 100 * time.Millisecond
