@@ -210,6 +210,7 @@ func TestWatchReportsJobsWhole(t *testing.T) {
 			}
 			jobs := []queue.Job{
 				{Key: "plain", Payload: []byte("hello")},
+				{Key: "large", Payload: make([]byte, queue.DefaultMaxPayload)}, // read whole within the watch's buffer
 				{ID: "j-2", Key: "ünïcode key", Payload: []byte{0, 1, 2}, Header: nats.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}, Attempt: 3},
 			}
 			for _, j := range jobs {

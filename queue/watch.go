@@ -110,7 +110,11 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 		if caughtUpAt == 0 {
 			caughtUpAt = math.MaxUint64 // empty, or unknown: nothing pending says it
 		}
-		cc, err := cons.Consume(handler(g, caughtUpAt))
+		var opts []jetstream.PullConsumeOpt
+		if !q.cfg.WatchHeadersOnly {
+			opts = append(opts, jetstream.PullMaxBytes(watchBuffer(q.cfg.MaxPayload)))
+		}
+		cc, err := cons.Consume(handler(g, caughtUpAt), opts...)
 		if err != nil {
 			continue
 		}
@@ -156,3 +160,12 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 // WatchStall is how long Watch lets its consumer sit with jobs pending and
 // nothing reported before it recreates it.
 const WatchStall = 3 * time.Second
+
+// watchBuffer is how many bytes a watch reading jobs whole may hold read
+// ahead of its watcher: by default the client holds up to 500 messages,
+// which at large payloads (a queue full of 1 MiB jobs, read at start-up)
+// would be 500 MiB. It fits four of the largest jobs, whose pull requests
+// must each fit one.
+func watchBuffer(maxPayload int) int {
+	return max(16<<20, 4*(maxPayload+64<<10))
+}
