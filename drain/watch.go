@@ -72,7 +72,7 @@ func (d *Drainer) notice(n queue.Notice) {
 	if !news {
 		return
 	}
-	d.watch(k, n)
+	d.keepWatched(k, n)
 	if counted {
 		d.queued++
 		d.tally(k)

@@ -68,12 +68,12 @@ func jobBytes(m *queue.Msg) int {
 	return n
 }
 
-// watch keeps the job n reported whole, for key k, when the Drainer
+// keepWatched keeps the job n reported whole, for key k, when the Drainer
 // delivers and k reads it soon: k reads its heads as soon as the one
 // before is delivered, or n is the job k reads next and k's slot comes
 // within headLead (a key idle until now reads it at once). d.mu must be
 // held.
-func (d *Drainer) watch(k *keyState, n queue.Notice) {
+func (d *Drainer) keepWatched(k *keyState, n queue.Notice) {
 	if n.Msg == nil || !d.active || d.cfg.WatchedBytes < 0 {
 		return
 	}
