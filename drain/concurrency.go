@@ -171,8 +171,8 @@ func (d *Drainer) unpark(now time.Time) {
 // held.
 func (d *Drainer) takeOff(k *keyState, f *flight, i int, now time.Time) {
 	t := k.job(i)
-	k.last, k.lastStart = f.scheduled, now
-	k.next = maxTime(nextSlot(f.scheduled, now, d.interval(k)), k.paused)
+	k.last, k.lastStart = instantOf(f.scheduled), instantOf(now)
+	k.next = instantOf(maxTime(nextSlot(f.scheduled, now, d.interval(k)), k.paused.time()))
 	if t.retrying {
 		d.retries++
 		k.spend()
@@ -235,7 +235,7 @@ func (d *Drainer) land(f *flight, fenced bool) {
 	switch {
 	case f.err == nil && !fenced:
 		k.pend = append(k.pend, f.t.msg.Seq)
-		k.pendingAt = maxTime(k.pendingAt, started.Add(d.hold))
+		k.pendingAt = instantOf(maxTime(k.pendingAt.time(), started.Add(d.hold)))
 	case k.busy:
 		a := k.flight.flying()
 		a.back = append(a.back, f.t) // taken back when its step ends

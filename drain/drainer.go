@@ -267,14 +267,14 @@ func (d *Drainer) replan(now time.Time) {
 	for _, k := range d.keys {
 		if k.busy {
 			if k.reserved && k.head.msg == nil { // a slot reserved for the read in flight (reserveForRead)
-				k.next, k.reserved = maxTime(k.paused, now), false
+				k.next, k.reserved = instantOf(maxTime(k.paused.time(), now)), false
 			}
 			continue
 		}
-		if !k.last.IsZero() {
-			k.next = maxTime(nextSlot(k.last, k.lastStart, d.interval(k)), k.paused)
+		if k.last != never {
+			k.next = instantOf(maxTime(nextSlot(k.last.time(), k.lastStart.time(), d.interval(k)), k.paused.time()))
 		} else if k.reserved {
-			k.next = maxTime(k.paused, now)
+			k.next = instantOf(maxTime(k.paused.time(), now))
 		}
 		k.reserved = false
 		d.place(k, now)
@@ -392,7 +392,7 @@ func (d *Drainer) SetActive(active bool) {
 				k.reserved = false
 			}
 			if active && k.depth > 0 {
-				k.fetch, k.fetchAt = true, now
+				k.fetch, k.fetchAt = true, instantOf(now)
 			}
 			d.place(k, now)
 		}

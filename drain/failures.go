@@ -74,8 +74,8 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	t.due = now.Add(wait)
 	t.paused = pause != nil
 	if t.paused {
-		k.next = maxTime(k.next, t.due) // the downstream asked the key to wait
-		k.paused = maxTime(k.paused, t.due)
+		k.next = instantOf(maxTime(k.next.time(), t.due)) // the downstream asked the key to wait
+		k.paused = instantOf(maxTime(k.paused.time(), t.due))
 	}
 	if pause != nil && pause.NotAttempted {
 		// Waiting for room is not an attempt; say once that it waited.
@@ -90,7 +90,7 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	// letter or the key's next delivery (its next step) cannot overtake it.
 	retryAt := t.due
 	if t.deadReason == "" {
-		retryAt = maxTime(retryAt, k.next)
+		retryAt = maxTime(retryAt, k.next.time())
 	}
 	s.failure = &Event{Key: t.msg.Key, ID: t.msg.ID, Attempt: t.msg.Attempt, Enqueued: t.msg.EnqueuedAt, Scheduled: s.scheduled,
 		Started: s.started, Err: s.err, RetryAt: retryAt, Attempted: Attempted(s.err)}

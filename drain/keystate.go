@@ -15,8 +15,8 @@ import (
 type keyState struct {
 	token string
 	name  string
-	index int       // position in the heap, -1 when not in it
-	at    time.Time // when the scheduler next looks at the key
+	index int     // position in the heap, -1 when not in it
+	at    instant // when the scheduler next looks at the key
 
 	// The key's flags, together (the struct stays in its size class).
 	busy     bool    // a step of the key is running (or reporting its events)
@@ -30,24 +30,24 @@ type keyState struct {
 	// resumeReads, a few).
 	resumeLeft uint8
 
-	head   tried     // the head job, read ahead of its slot (head.msg nil: none)
-	aside  []tried   // failed jobs stepped aside for the fresh ones, at most maxAside
-	credit float64   // retries the budget allows while fresh jobs wait
-	next   time.Time // earliest start of the key's next attempt: its slot grid, a pause, a reserved slot
+	head   tried   // the head job, read ahead of its slot (head.msg nil: none)
+	aside  []tried // failed jobs stepped aside for the fresh ones, at most maxAside
+	credit float64 // retries the budget allows while fresh jobs wait
+	next   instant // earliest start of the key's next attempt: its slot grid, a pause, a reserved slot
 	// last and lastStart are the slot of the key's last attempt and when it
 	// started, paused the end of the last pause the downstream asked for:
 	// a new pace plans next from them (replan).
-	last, lastStart, paused time.Time
+	last, lastStart, paused instant
 	tallied                 int64    // the jobs waiting the Drainer's tally counts for the key
 	from                    uint64   // read the head from this sequence on
 	seqs                    []uint64 // sequences Watch reported, not yet read (ascending): every job of the key from `from` on
 
-	pend      []uint64  // delivered jobs whose slots are not yet freed
-	pendingAt time.Time // when to free them if no delivery does it first
-	freedAt   time.Time // when this drainer last saw a removal of its own lower the depth
+	pend      []uint64 // delivered jobs whose slots are not yet freed
+	pendingAt instant  // when to free them if no delivery does it first
+	freedAt   instant  // when this drainer last saw a removal of its own lower the depth
 
-	fetchAt  time.Time // read the head, if fetch, not before this (see Drainer.headReadAt)
-	seekFrom uint64    // where the next seek starts
+	fetchAt  instant // read the head, if fetch, not before this (see Drainer.headReadAt)
+	seekFrom uint64  // where the next seek starts
 
 	notified uint64              // highest sequence Watch reported
 	early    map[uint64]struct{} // removed before Watch reported them
@@ -117,7 +117,7 @@ func (k *keyState) removed(seq uint64) (counted bool) {
 func (k *keyState) delivered(i int, until time.Time) {
 	seq := k.drop(i)
 	k.pend = append(k.pend, seq)
-	k.pendingAt = until
+	k.pendingAt = instantOf(until)
 }
 
 // buried records that job i was dead-lettered and removed, and says
@@ -162,8 +162,8 @@ func (k *keyState) freed(n int) (counted int) {
 // after every one of them.
 func (k *keyState) headAt(m *queue.Msg, since, now time.Time, interval time.Duration) {
 	k.head = tried{msg: m}
-	if k.next.Before(now.Add(-interval)) {
-		k.next = maxTime(k.next, since)
+	if k.next.time().Before(now.Add(-interval)) {
+		k.next = instantOf(maxTime(k.next.time(), since))
 	}
 	k.wake = false
 }
@@ -307,7 +307,7 @@ func (k *keyState) nextEvent(readAt time.Time) (time.Time, bool) {
 		consider(t)
 	}
 	if len(k.pend) > 0 {
-		consider(k.pendingAt)
+		consider(k.pendingAt.time())
 	}
 	if k.fetch && k.head.msg == nil {
 		// A read waits for the head to go (stepFor reads only then): a
@@ -322,14 +322,14 @@ func (k *keyState) nextEvent(readAt time.Time) (time.Time, bool) {
 // status returns the key's KeyStatus at now, with the times from d's
 // schedule. d.mu must be held.
 func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
-	st := KeyStatus{Queued: k.depth, Waiting: k.waiting(), Seen: max(k.notified, d.seen), Retrying: k.retrying(), FreedAt: k.freedAt}
+	st := KeyStatus{Queued: k.depth, Waiting: k.waiting(), Seen: max(k.notified, d.seen), Retrying: k.retrying(), FreedAt: k.freedAt.time()}
 	if k.delivering() && st.Waiting > 0 {
 		st.Waiting-- // it has its slot: the key's fresh jobs come after it
 	}
 	room := d.firstAttempt(k, now).Add(d.hold) // the next attempt, assumed to succeed
 	switch {
-	case len(k.pend) > 0 && k.pendingAt.After(now):
-		room = k.pendingAt // a job delivered keeps its slot until then
+	case len(k.pend) > 0 && k.pendingAt.time().After(now):
+		room = k.pendingAt.time() // a job delivered keeps its slot until then
 	case len(k.pend) > 0:
 		st.Freeing = int64(len(k.pend)) // their slots are being freed now
 	}
@@ -354,7 +354,7 @@ func (h keyHeap) Less(i, j int) bool {
 	// On a tie, the key whose jobs came first: keys due at one instant take
 	// the total cap's slots in the order their jobs came (the schedule,
 	// plan.go, counts them so).
-	return h[i].at.Before(h[j].at) || h[i].at.Equal(h[j].at) && h[i].notified < h[j].notified
+	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].notified < h[j].notified
 }
 func (h keyHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -376,7 +376,7 @@ func (h *keyHeap) Pop() any {
 
 // place puts k in h at time at, or moves it there.
 func (h *keyHeap) place(k *keyState, at time.Time) {
-	k.at = at
+	k.at = instantOf(at)
 	if k.index >= 0 {
 		heap.Fix(h, k.index)
 		return

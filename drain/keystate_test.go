@@ -77,13 +77,13 @@ func TestKeyDeliveredAndFreed(t *testing.T) {
 	k.head = tried{msg: &queue.Msg{Seq: 1}, failures: 2, history: []string{"x"}}
 	k.delivered(headJob, at(3).Add(hold))
 	if k.head.msg != nil || k.head.failures != 0 || k.head.history != nil || k.from != 2 || !slices.Equal(k.pend, []uint64{1}) ||
-		!k.pendingAt.Equal(at(103)) {
-		t.Errorf("after delivered: head %+v, from %d, pend %v, pendingAt %v", k.head, k.from, k.pend, k.pendingAt.Sub(t0))
+		!k.pendingAt.time().Equal(at(103)) {
+		t.Errorf("after delivered: head %+v, from %d, pend %v, pendingAt %v", k.head, k.from, k.pend, k.pendingAt.time().Sub(t0))
 	}
 	k.head = tried{msg: &queue.Msg{Seq: 2}}
 	k.delivered(headJob, at(250).Add(hold))
-	if !slices.Equal(k.pend, []uint64{1, 2}) || !k.pendingAt.Equal(at(350)) {
-		t.Errorf("after a second delivery: pend %v, pendingAt %v; want [1 2], 350ms", k.pend, k.pendingAt.Sub(t0))
+	if !slices.Equal(k.pend, []uint64{1, 2}) || !k.pendingAt.time().Equal(at(350)) {
+		t.Errorf("after a second delivery: pend %v, pendingAt %v; want [1 2], 350ms", k.pend, k.pendingAt.time().Sub(t0))
 	}
 	if n := k.freed(2); n != 2 || k.depth != 1 || len(k.pend) != 0 {
 		t.Errorf("freed(2) = %d, depth %d, pend %v; want 2, 1, []", n, k.depth, k.pend)
@@ -188,7 +188,7 @@ func TestKeyHeadAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		k := newKeyState("k", "k")
-		k.next, k.wake = tt.next, true
+		k.next, k.wake = instantOf(tt.next), true
 		since := tt.since
 		if since.IsZero() {
 			since = tt.now
@@ -211,16 +211,16 @@ func TestKeyNextEvent(t *testing.T) {
 		wantOK bool
 	}{
 		{"idle", keyState{}, time.Time{}, false},
-		{"head", keyState{head: tried{msg: &queue.Msg{}}, next: at(30)}, at(30), true},
-		{"slot to free first", keyState{head: tried{msg: &queue.Msg{}}, next: at(30), pend: []uint64{1}, pendingAt: at(20)}, at(20), true},
-		{"retry after its slot", keyState{aside: []tried{{msg: &queue.Msg{}, retrying: true, due: at(50)}}, next: at(30)}, at(50), true},
-		{"retry waits for the slot", keyState{head: tried{msg: &queue.Msg{}, retrying: true, due: at(10)}, next: at(30)}, at(30), true},
-		{"dead letter before the slot", keyState{head: tried{msg: &queue.Msg{}}, next: at(30),
+		{"head", keyState{head: tried{msg: &queue.Msg{}}, next: instantOf(at(30))}, at(30), true},
+		{"slot to free first", keyState{head: tried{msg: &queue.Msg{}}, next: instantOf(at(30)), pend: []uint64{1}, pendingAt: instantOf(at(20))}, at(20), true},
+		{"retry after its slot", keyState{aside: []tried{{msg: &queue.Msg{}, retrying: true, due: at(50)}}, next: instantOf(at(30))}, at(50), true},
+		{"retry waits for the slot", keyState{head: tried{msg: &queue.Msg{}, retrying: true, due: at(10)}, next: instantOf(at(30))}, at(30), true},
+		{"dead letter before the slot", keyState{head: tried{msg: &queue.Msg{}}, next: instantOf(at(30)),
 			aside: []tried{{msg: &queue.Msg{}, retrying: true, deadReason: ReasonDelivery, due: at(5)}}}, at(5), true},
-		{"fetch", keyState{fetch: true, fetchAt: at(5), pend: []uint64{1}, pendingAt: at(20)}, at(5), true},
+		{"fetch", keyState{fetch: true, fetchAt: instantOf(at(5)), pend: []uint64{1}, pendingAt: instantOf(at(20))}, at(5), true},
 	}
 	for _, tt := range tests {
-		if got, ok := tt.k.nextEvent(tt.k.fetchAt); !got.Equal(tt.want) || ok != tt.wantOK {
+		if got, ok := tt.k.nextEvent(tt.k.fetchAt.time()); !got.Equal(tt.want) || ok != tt.wantOK {
 			t.Errorf("%s: nextEvent() = %v, %v; want %v, %v", tt.name, got.Sub(t0), ok, tt.want.Sub(t0), tt.wantOK)
 		}
 	}
@@ -241,21 +241,21 @@ func TestKeyStatus(t *testing.T) {
 		want  KeyStatus
 		start time.Duration
 	}{
-		{"delivered, slot held", keyState{depth: 3, notified: 9, pend: []uint64{7}, pendingAt: at(100), next: at(100)}, at(40),
+		{"delivered, slot held", keyState{depth: 3, notified: 9, pend: []uint64{7}, pendingAt: instantOf(at(100)), next: instantOf(at(100))}, at(40),
 			KeyStatus{Queued: 3, Waiting: 2, Seen: 9, RoomIn: ms(60)}, ms(60)},
-		{"delivered, its slot being freed now", keyState{depth: 2, notified: 9, pend: []uint64{7}, pendingAt: at(30), head: tried{msg: &queue.Msg{}}, next: at(100)}, at(40),
+		{"delivered, its slot being freed now", keyState{depth: 2, notified: 9, pend: []uint64{7}, pendingAt: instantOf(at(30)), head: tried{msg: &queue.Msg{}}, next: instantOf(at(100))}, at(40),
 			KeyStatus{Queued: 2, Waiting: 1, Seen: 9, Freeing: 1, RoomIn: ms(160)}, ms(60)},
-		{"head read ahead of its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: at(100)}, at(40),
+		{"head read ahead of its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: instantOf(at(100))}, at(40),
 			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(160)}, ms(60)},
-		{"head past its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: at(10)}, at(40),
+		{"head past its slot", keyState{depth: 2, head: tried{msg: &queue.Msg{}}, next: instantOf(at(10))}, at(40),
 			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(100)}, 0},
-		{"failed head retried after its backoff, then the fresh job", keyState{depth: 2, head: tried{msg: &queue.Msg{}, retrying: true, due: at(90)}, next: at(10)}, at(40),
+		{"failed head retried after its backoff, then the fresh job", keyState{depth: 2, head: tried{msg: &queue.Msg{}, retrying: true, due: at(90)}, next: instantOf(at(10))}, at(40),
 			KeyStatus{Queued: 2, Waiting: 2, RoomIn: ms(150), Retrying: 1}, ms(150)},
 		{"busy reading", keyState{depth: 1, busy: true}, at(40),
 			KeyStatus{Queued: 1, Waiting: 1, RoomIn: hold}, 0},
-		{"idle, paced", keyState{next: at(70)}, at(40),
+		{"idle, paced", keyState{next: instantOf(at(70))}, at(40),
 			KeyStatus{RoomIn: ms(130)}, ms(30)},
-		{"idle, pacing lapsed", keyState{next: at(10)}, at(40),
+		{"idle, pacing lapsed", keyState{next: instantOf(at(10))}, at(40),
 			KeyStatus{RoomIn: hold}, 0},
 	}
 	for _, tt := range tests {
@@ -295,12 +295,13 @@ func TestKeyHeap(t *testing.T) {
 	}
 }
 
-// TestKeyStateSize keeps a key's state within 512 bytes, a size class of
-// the Go allocator: every key with jobs has one, and the state was 1,032
-// bytes (the 1,152-byte class) while it carried its step and its flights
-// inline. A field that does not fit moves out (see step, flights.aloft).
+// TestKeyStateSize keeps a key's state within 384 bytes, a size class of
+// the Go allocator: every key with jobs has one. It was 1,032 bytes (the
+// 1,152-byte class) while it carried its step and its flights inline, and
+// 512 while it kept its eight times as time.Time (24 bytes each; instant
+// is 8). A field that does not fit moves out (see step, flights.aloft).
 func TestKeyStateSize(t *testing.T) {
-	if n := unsafe.Sizeof(keyState{}); n > 512 {
-		t.Errorf("keyState is %d bytes, want at most 512", n)
+	if n := unsafe.Sizeof(keyState{}); n > 384 {
+		t.Errorf("keyState is %d bytes, want at most 384", n)
 	}
 }

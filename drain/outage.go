@@ -133,8 +133,8 @@ func (d *Drainer) queueBack() {
 		if k.retry == 0 || k.busy {
 			continue
 		}
-		if k.retry&retryHeld != 0 && k.next.After(now) {
-			k.next = now
+		if k.retry&retryHeld != 0 && k.next.time().After(now) {
+			k.next = instantOf(now)
 		}
 		if k.retry&retryDead != 0 {
 			for i := headJob; i < len(k.aside); i++ {
@@ -143,11 +143,11 @@ func (d *Drainer) queueBack() {
 				}
 			}
 		}
-		if k.retry&retryFetch != 0 && k.fetchAt.After(now) {
-			k.fetchAt = now
+		if k.retry&retryFetch != 0 && k.fetchAt.time().After(now) {
+			k.fetchAt = instantOf(now)
 		}
-		if k.retry&retryFree != 0 && k.pendingAt.After(now) {
-			k.pendingAt = now
+		if k.retry&retryFree != 0 && k.pendingAt.time().After(now) {
+			k.pendingAt = instantOf(now)
 		}
 		k.retry = 0
 		d.place(k, now)

@@ -160,7 +160,7 @@ func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
 	// to pause), or once the first retry is due (no room aside: then the
 	// head steps aside), in an attempt of its own.
 	rounds := d.roundsOf(k, now)
-	at := maxTime(k.next, d.freeAt(k, now))
+	at := maxTime(k.next.time(), d.freeAt(k, now))
 	var dues []time.Time // earliest first
 	for i := headJob; i < len(k.aside); i++ {
 		if t := k.job(i); t.waitsRetry() {
@@ -215,7 +215,7 @@ func (d *Drainer) firstAttempt(k *keyState, now time.Time) time.Time {
 	at, ok := k.attemptAt()
 	at = maxTime(at, d.freeAt(k, now))
 	if !ok {
-		at = maxTime(k.next, d.freeAt(k, now))
+		at = maxTime(k.next.time(), d.freeAt(k, now))
 	}
 	if k.reserved || d.totalInterval() <= 0 {
 		return at
@@ -272,10 +272,10 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 	// slot reserved.
 	place := func(x *keyState) time.Time {
 		if x.reserved {
-			return x.next
+			return x.next.time()
 		}
 		// Those without a slot take one in the order their own slots come.
-		return maxTime(d.totalNext, now).Add(maxTime(x.next, now).Sub(now) + time.Duration(1)<<62/2)
+		return maxTime(d.totalNext, now).Add(maxTime(x.next.time(), now).Sub(now) + time.Duration(1)<<62/2)
 	}
 	mine := place(k)
 	before := func(x *keyState) bool { // x takes its slot before k; on a tie, the key whose jobs came first
@@ -311,7 +311,7 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 	others := r.others(1)
 	ahead := float64(maxTime(d.totalNext, now).Sub(now)) / float64(r.total) // every slot reserved
 	if k.reserved {
-		ahead = float64(k.next.Sub(now)) / float64(r.total)
+		ahead = float64(k.next.time().Sub(now)) / float64(r.total)
 	}
 	r.share = min(max(ahead, 0), float64(others)) / float64(max(others, 1))
 	return r

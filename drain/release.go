@@ -72,7 +72,7 @@ func (d *Drainer) freeDelivered(ctx context.Context) error {
 		}
 		if n := k.freed(len(k.pend)); n > 0 {
 			d.queued -= int64(n)
-			k.freedAt = now
+			k.freedAt = instantOf(now)
 		}
 		d.tally(k)
 	}
@@ -125,9 +125,9 @@ func (d *Drainer) LastStarts(since time.Time) map[string]time.Time {
 	now := d.clock.Now()
 	out := map[string]time.Time{}
 	for token, k := range d.keys {
-		at := k.lastStart
-		if k.next.After(now) {
-			at = maxTime(at, k.next.Add(-d.pace.Interval))
+		at := k.lastStart.time()
+		if k.next.time().After(now) {
+			at = maxTime(at, k.next.time().Add(-d.pace.Interval))
 		}
 		if at.After(since) {
 			out[token] = at
@@ -145,11 +145,11 @@ func (d *Drainer) KeepPace(last map[string]time.Time) {
 	defer d.mu.Unlock()
 	for token, at := range last {
 		k := d.keys[token]
-		if k == nil || !at.After(k.lastStart) {
+		if k == nil || !at.After(k.lastStart.time()) {
 			continue
 		}
-		k.last, k.lastStart = at, at
-		k.next = maxTime(k.next, at.Add(d.interval(k)))
+		k.last, k.lastStart = instantOf(at), instantOf(at)
+		k.next = instantOf(maxTime(k.next.time(), at.Add(d.interval(k))))
 	}
 }
 
@@ -181,7 +181,7 @@ func (d *Drainer) CapOrder() CapOrder {
 			if o.Slots == nil {
 				o.Slots = map[string]time.Time{}
 			}
-			o.Slots[token] = k.next
+			o.Slots[token] = k.next.time()
 		}
 	}
 	return o
@@ -225,7 +225,7 @@ func (d *Drainer) keepCapOrder(now time.Time) {
 	})
 	next := maxTime(d.totalNext, now)
 	for _, h := range order {
-		d.reserve(h.k, maxTime(maxTime(h.at, next), h.k.next), total)
+		d.reserve(h.k, maxTime(maxTime(h.at, next), h.k.next.time()), total)
 		next = d.totalNext
 		d.place(h.k, now)
 	}

@@ -89,7 +89,7 @@ func (k *keyState) earliest(waiting func(*tried) bool) (i int, due time.Time, ok
 // due is the one that has waited longest (the head first on a tie).
 // deferred says a due retry gave the slot to the fresh head.
 func (k *keyState) choose(now time.Time, unlimited bool) (i int, scheduled time.Time, deferred, ok bool) {
-	if k.next.After(now) {
+	if k.next.time().After(now) {
 		return 0, time.Time{}, false, false
 	}
 	r, due, retry := k.earliest((*tried).waitsRetry)
@@ -97,9 +97,9 @@ func (k *keyState) choose(now time.Time, unlimited bool) (i int, scheduled time.
 	fresh := k.fresh()
 	switch {
 	case retry && (!fresh || unlimited || k.credit >= 1):
-		return r, maxTime(k.next, due), false, true
+		return r, maxTime(k.next.time(), due), false, true
 	case fresh:
-		return headJob, k.next, retry, true
+		return headJob, k.next.time(), retry, true
 	}
 	return 0, time.Time{}, false, false
 }
@@ -123,10 +123,10 @@ func (k *keyState) deadDue(now time.Time) (int, bool) {
 // retry the later of the slot and the end of its backoff.
 func (k *keyState) attemptAt() (time.Time, bool) {
 	if k.fresh() {
-		return k.next, true
+		return k.next.time(), true
 	}
 	if _, due, ok := k.earliest((*tried).waitsRetry); ok {
-		return maxTime(k.next, due), true
+		return maxTime(k.next.time(), due), true
 	}
 	return time.Time{}, false
 }
@@ -159,7 +159,7 @@ func (k *keyState) unblock(now time.Time) {
 	k.setAside(append(k.aside, k.head))
 	k.from = max(k.from, k.head.msg.Seq+1)
 	k.head = tried{}
-	k.fetch, k.fetchAt = true, now
+	k.fetch, k.fetchAt = true, instantOf(now)
 }
 
 // earn records a fresh attempt under retry: it earns the key retry credit.

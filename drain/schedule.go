@@ -101,7 +101,7 @@ func (d *Drainer) nextDue() (time.Time, bool) {
 	if d.draining || !d.active || d.stopped || d.heap.Len() == 0 {
 		return time.Time{}, false
 	}
-	return d.heap[0].at, true
+	return d.heap[0].at.time(), true
 }
 
 // drive makes the Drainer a driven one on its first call, starting the
@@ -149,7 +149,7 @@ func (d *Drainer) due(now time.Time, steps []*step, limit int) (_ []*step, next 
 		}
 		return steps, time.Time{}, false
 	}
-	for d.heap.Len() > 0 && !d.heap[0].at.After(now) && (limit <= 0 || len(steps) < limit) {
+	for d.heap.Len() > 0 && !d.heap[0].at.time().After(now) && (limit <= 0 || len(steps) < limit) {
 		k := heap.Pop(&d.heap).(*keyState)
 		if s := d.stepFor(k, now); s != nil {
 			steps = append(steps, s)
@@ -158,7 +158,7 @@ func (d *Drainer) due(now time.Time, steps []*step, limit int) (_ []*step, next 
 	if d.heap.Len() == 0 {
 		return steps, time.Time{}, false
 	}
-	return steps, d.heap[0].at, true
+	return steps, d.heap[0].at.time(), true
 }
 
 // stepFor turns k, popped from the heap at now, into its step and marks k
@@ -210,7 +210,7 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 			s.read = !s.readLater
 		}
 	}
-	if len(k.pend) > 0 && (s.deliver != nil || s.deadLetter != nil || !k.pendingAt.After(now)) {
+	if len(k.pend) > 0 && (s.deliver != nil || s.deadLetter != nil || !k.pendingAt.time().After(now)) {
 		s.remove = append(s.remove, k.pend...)
 	}
 	s.readSince = now
@@ -242,7 +242,7 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 // back (giveBack). d.mu must be held.
 func (d *Drainer) reserveForRead(k *keyState, now time.Time) {
 	total := d.total()
-	if total <= 0 || k.reserved || k.head.msg != nil || k.failing() || k.next.After(now) {
+	if total <= 0 || k.reserved || k.head.msg != nil || k.failing() || k.next.time().After(now) {
 		return
 	}
 	d.reserve(k, maxTime(now, d.totalNext), total)
@@ -252,7 +252,7 @@ func (d *Drainer) reserveForRead(k *keyState, now time.Time) {
 // slot, the cap's next: the next key's comes total later. d.mu must be
 // held.
 func (d *Drainer) reserve(k *keyState, slot time.Time, total time.Duration) {
-	k.next, k.reserved = slot, true
+	k.next, k.reserved = instantOf(slot), true
 	d.totalNext = slot.Add(total)
 }
 
@@ -264,8 +264,8 @@ func (d *Drainer) giveBack(k *keyState) {
 		return
 	}
 	k.reserved = false
-	if total := d.total(); total > 0 && d.totalNext.Equal(k.next.Add(total)) {
-		d.totalNext = k.next
+	if total := d.total(); total > 0 && d.totalNext.Equal(k.next.time().Add(total)) {
+		d.totalNext = k.next.time()
 	}
 }
 
@@ -307,10 +307,10 @@ func (d *Drainer) complete(s *step) (report bool) {
 	if s.removeOK {
 		if n := k.freed(len(s.remove)); n > 0 {
 			d.queued -= int64(n)
-			k.freedAt = now
+			k.freedAt = instantOf(now)
 		}
 	} else if len(s.remove) > 0 {
-		k.pendingAt, k.retry = retryAt, k.retry|retryFree
+		k.pendingAt, k.retry = instantOf(retryAt), k.retry|retryFree
 	}
 	switch {
 	case s.fenced:
@@ -319,16 +319,16 @@ func (d *Drainer) complete(s *step) (report bool) {
 	case s.held():
 		// Not an attempt: the job goes in the key's slot once the slots
 		// before it are freed.
-		k.next, k.retry = maxTime(k.next, retryAt), k.retry|retryHeld
+		k.next, k.retry = instantOf(maxTime(k.next.time(), retryAt)), k.retry|retryHeld
 	case s.flight != nil:
 		d.takeOff(k, s.flight, s.job, now)
 	case s.deliver != nil:
 		t := k.job(s.job)
 		if Attempted(s.err) {
 			// Every attempt takes a slot of the key; retries use its budget.
-			k.last, k.lastStart = s.scheduled, s.started
+			k.last, k.lastStart = instantOf(s.scheduled), instantOf(s.started)
 			d.observe(k, s.started, s.took, s.err)
-			k.next = nextSlot(s.scheduled, s.started, d.interval(k))
+			k.next = instantOf(nextSlot(s.scheduled, s.started, d.interval(k)))
 			if t.retrying {
 				d.retries++
 				k.spend()
@@ -337,9 +337,9 @@ func (d *Drainer) complete(s *step) (report bool) {
 			}
 		}
 		if s.err == nil {
-			k.delivered(s.job, holdEnd(s.started, k.next, d.hold, d.pace.Interval))
+			k.delivered(s.job, holdEnd(s.started, k.next.time(), d.hold, d.pace.Interval))
 			if s.readLater && (k.toRead() || k.lost()) {
-				k.fetch, k.fetchAt = true, now // read at headReadAt
+				k.fetch, k.fetchAt = true, instantOf(now) // read at headReadAt
 			}
 		} else {
 			d.failed(k, t, s, now)
@@ -350,7 +350,7 @@ func (d *Drainer) complete(s *step) (report bool) {
 		if s.deadErr == nil {
 			if k.buried(s.job) {
 				d.queued--
-				k.freedAt = now
+				k.freedAt = instantOf(now)
 			}
 		} else {
 			k.job(s.job).due, k.retry = retryAt, k.retry|retryDead
@@ -390,7 +390,7 @@ func (d *Drainer) release(k *keyState, now time.Time) {
 		// sleep with work until its next submission.
 		k.wake = false
 		if !k.fetch {
-			k.fetch, k.fetchAt = true, now
+			k.fetch, k.fetchAt = true, instantOf(now)
 		}
 	}
 	d.endInflight()
@@ -412,9 +412,9 @@ func (d *Drainer) place(k *keyState, now time.Time) {
 	}
 	d.heap.drop(k)
 	switch {
-	case k.idle() && !now.Before(k.next):
+	case k.idle() && !now.Before(k.next.time()):
 		d.forget(k)
 	case k.idle():
-		d.heap.place(k, k.next) // look again when its pacing has lapsed
+		d.heap.place(k, k.next.time()) // look again when its pacing has lapsed
 	}
 }

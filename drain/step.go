@@ -253,13 +253,13 @@ func (d *Drainer) readsLate(k *keyState) bool {
 // held back. d.mu must be held.
 func (d *Drainer) headReadAt(k *keyState) time.Time {
 	if k.seek || !d.readsLate(k) {
-		return k.fetchAt
+		return k.fetchAt.time()
 	}
-	at := k.next.Add(-headLead)
-	if len(k.pend) > 0 && k.pendingAt.After(at) && k.pendingAt.Before(k.next) {
-		at = k.pendingAt
+	at := k.next.time().Add(-headLead)
+	if len(k.pend) > 0 && k.pendingAt.time().After(at) && k.pendingAt.time().Before(k.next.time()) {
+		at = k.pendingAt.time()
 	}
-	return maxTime(k.fetchAt, at)
+	return maxTime(k.fetchAt.time(), at)
 }
 
 // planRead fills in how s reads k's head: by the sequences Watch reported,
@@ -331,16 +331,16 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 		switch {
 		case k.wake:
 			k.wake = false
-			k.fetch, k.fetchAt = true, now
+			k.fetch, k.fetchAt = true, instantOf(now)
 		case k.lost():
-			k.fetch, k.fetchAt, k.seek = true, now, true
+			k.fetch, k.fetchAt, k.seek = true, instantOf(now), true
 		case k.head.msg == nil && len(k.seqs) == 0:
 			k.unsure = false // every job counted is one the key knows
 		}
 		d.giveBack(k)
 	default:
 		d.log.Warn("drain: read head", "key", k.name, "err", s.readErr)
-		k.fetch, k.fetchAt, k.seek = true, retryAt, s.seek
+		k.fetch, k.fetchAt, k.seek = true, instantOf(retryAt), s.seek
 		k.retry |= retryFetch
 	}
 }

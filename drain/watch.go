@@ -86,7 +86,7 @@ func (d *Drainer) notice(n queue.Notice) {
 		k.wake = true
 	case k.head.msg == nil && !k.fetch && d.active:
 		now := d.clock.Now()
-		k.fetch, k.fetchAt = true, now
+		k.fetch, k.fetchAt = true, instantOf(now)
 		d.place(k, now)
 		d.wakeScheduler()
 	}

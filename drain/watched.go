@@ -77,7 +77,7 @@ func (d *Drainer) keepWatched(k *keyState, n queue.Notice) {
 	if n.Msg == nil || !d.active || d.cfg.WatchedBytes < 0 {
 		return
 	}
-	if d.readsLate(k) && (k.head.msg != nil || k.toReadCount() > 1 || k.next.After(d.clock.Now().Add(headLead))) {
+	if d.readsLate(k) && (k.head.msg != nil || k.toReadCount() > 1 || k.next.time().After(d.clock.Now().Add(headLead))) {
 		return // a key waiting for a far slot holds no job
 	}
 	d.watched.keep(n.Msg, d.cfg.WatchedBytes)
