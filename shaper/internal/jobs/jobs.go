@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -108,6 +109,7 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	log    *slog.Logger
+	put    atomic.Int64 // when Put last published a record (Unix nanoseconds)
 }
 
 // Open creates or updates the stream of job records.
@@ -161,10 +163,15 @@ func (s *Store) Put(r Record) {
 	if err != nil {
 		return
 	}
+	s.put.Store(time.Now().UnixNano())
 	if err := s.nc.Publish(recordSubject(r.ID), b); err != nil {
 		s.log.Debug("job record", "id", r.ID, "err", err)
 	}
 }
+
+// recordSettle is how long after a Put a record not found is looked for
+// again (once, a twentieth of it later): the store is a moment behind.
+const recordSettle = 100 * time.Millisecond
 
 // Write keeps r, stamped now, and returns once JetStream has stored it.
 func (s *Store) Write(ctx context.Context, r Record) error {
@@ -195,6 +202,19 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 		return nil, ErrNotFound // never used in a subject
 	}
 	m, err := s.stream.GetLastMsgForSubject(ctx, recordSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) && time.Since(time.Unix(0, s.put.Load())) < recordSettle {
+		// Put does not wait for JetStream: a record this shaper put a
+		// moment ago (a deferred job's, answered 429 with its id just
+		// before) may not be stored yet. Once what it published has
+		// reached the server, and the stream has had a moment, look again.
+		if s.nc.FlushTimeout(recordSettle) == nil {
+			select {
+			case <-time.After(recordSettle / 20):
+			case <-ctx.Done():
+			}
+			m, err = s.stream.GetLastMsgForSubject(ctx, recordSubject(id))
+		}
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, ErrNotFound
 	}

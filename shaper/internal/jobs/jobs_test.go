@@ -305,3 +305,18 @@ func TestKeepHorizon(t *testing.T) {
 		t.Errorf("Status of a job admitted after the last mark = %s, want delivered", st)
 	}
 }
+
+// A record read right after this shaper put it is found: Put does not wait
+// for JetStream, and a producer answered 429 with a deferred job's id may
+// ask for it at once.
+func TestRecordReadRightAfterPut(t *testing.T) {
+	r := newRig(t, jobs.Config{})
+	ctx := context.Background()
+	for i := range 100 {
+		id := fmt.Sprintf("deferred-%d", i)
+		r.store.Put(jobs.Record{ID: id, Policy: "orders", Key: "k", Status: jobs.Deferred})
+		if got, err := r.store.Get(ctx, id); err != nil || got.Status != jobs.Deferred {
+			t.Fatalf("Get(%s) right after Put = %+v, %v; want it deferred", id, got, err)
+		}
+	}
+}
