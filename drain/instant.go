@@ -10,7 +10,11 @@ import "time"
 // the reading did. A virtual clock's times, which have none, compare by
 // their wall clock, as before. The zero instant is the zero time, so a
 // state's zero value means what it did with time.Time fields; a time at
-// base itself is kept a nanosecond later.
+// base itself is kept a nanosecond later. The wall clock reading of the
+// time given back is base's plus the monotonic time since: a time handed
+// to another process (a hand-over's last starts and slots) is off by any
+// step of this machine's wall clock since the process started, as it is
+// off by the difference between two machines' clocks anyway.
 type instant int64
 
 // base is what instants count from.
