@@ -46,7 +46,7 @@
 // read by the exact sequence Watch reported for the
 // key (one index lookup), never by searching the key's subject, which would
 // scan every job stored after the key's last one, of all keys. When Watch
-// reports jobs whole (queue.Notice.Msg: *queue.Queue's default), an active
+// reports jobs whole (queue.Notice.Job: *queue.Queue's default), an active
 // Drainer keeps those it reads soon (of its keys that read their heads as
 // soon as the one before is delivered, or a key's next job when its slot
 // is near), up to Config.WatchedBytes, and takes a head from there without a read; it

@@ -78,7 +78,7 @@ type Config struct {
 	Resume func(ctx context.Context, m *queue.Msg) (failures int)
 	// Passive starts the Drainer watching but not delivering, until SetActive(true).
 	Passive bool
-	// WatchedBytes bounds the jobs Watch reported whole (queue.Notice.Msg)
+	// WatchedBytes bounds the jobs Watch reported whole (queue.Notice.Job)
 	// that an active Drainer keeps for its keys' next reads: each one
 	// kept spares a read of the queue (watched.go). Default
 	// DefaultWatchedBytes; negative: none is kept. The partitions of a

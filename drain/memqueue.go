@@ -54,7 +54,7 @@ type MemQueueConfig struct {
 	// Clock stamps jobs admitted without an EnqueuedAt, and dates the
 	// queue (the ids Admit makes). Default: the time package's clock.
 	Clock Clock
-	// WatchJobs makes Watch report each job whole (queue.Notice.Msg, a
+	// WatchJobs makes Watch report each job whole (queue.Notice.Job, a
 	// copy), as *queue.Queue's does by default. By default it reports
 	// sequences only: a replay reads its jobs at no cost.
 	WatchJobs bool
@@ -275,12 +275,11 @@ func (q *MemQueue) watch(fn func(queue.Notice)) *memWatcher {
 
 // notice is what Watch reports of the job m. q.mu must be held.
 func (q *MemQueue) notice(m *queue.Msg) queue.Notice {
-	n := queue.Notice{Token: m.Token, Seq: m.Seq}
-	if q.watchJobs {
-		c := *m
-		n.Msg = &c
+	if !q.watchJobs {
+		return queue.Notice{Token: m.Token, Seq: m.Seq}
 	}
-	return n
+	c := *m
+	return queue.NoticeOf(&c)
 }
 
 func (q *MemQueue) unwatch(w *memWatcher) {

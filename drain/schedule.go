@@ -144,9 +144,7 @@ func (d *Drainer) due(now time.Time, steps []*step, limit int) (_ []*step, next 
 		// given a time before the clock's): HoldUntil wakes the scheduler
 		// when it moves. Another shaper may have taken the lease and
 		// removed jobs kept from the watch: they are read again.
-		if d.active && !d.draining && !d.stopped {
-			d.watched.clear()
-		}
+		d.watched.clear()
 		return steps, time.Time{}, false
 	}
 	for d.heap.Len() > 0 && !d.heap[0].at.time().After(now) && (limit <= 0 || len(steps) < limit) {

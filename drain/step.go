@@ -255,9 +255,10 @@ func (d *Drainer) headReadAt(k *keyState) time.Time {
 	if k.seek || !d.readsLate(k) {
 		return k.fetchAt.time()
 	}
-	at := k.next.time().Add(-headLead)
-	if len(k.pend) > 0 && k.pendingAt.time().After(at) && k.pendingAt.time().Before(k.next.time()) {
-		at = k.pendingAt.time()
+	next, pendingAt := k.next.time(), k.pendingAt.time()
+	at := next.Add(-headLead)
+	if len(k.pend) > 0 && pendingAt.After(at) && pendingAt.Before(next) {
+		at = pendingAt
 	}
 	return maxTime(k.fetchAt.time(), at)
 }

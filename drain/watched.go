@@ -2,7 +2,7 @@ package drain
 
 import "github.com/shaper-dev/shaper/queue"
 
-// The jobs Watch reported whole (queue.Notice.Msg), kept for the next reads
+// The jobs Watch reported whole (queue.Notice.Job), kept for the next reads
 // of an active Drainer's keys: a head found here costs no request to the
 // queue. Only a job reported while the Drainer is active is kept, and only
 // until it becomes inactive or finds itself past its lease (HoldUntil):
@@ -74,13 +74,15 @@ func jobBytes(m *queue.Msg) int {
 // within headLead (a key idle until now reads it at once). d.mu must be
 // held.
 func (d *Drainer) keepWatched(k *keyState, n queue.Notice) {
-	if n.Msg == nil || !d.active || d.cfg.WatchedBytes < 0 {
+	if !d.active || d.cfg.WatchedBytes < 0 || d.watched.bytes >= d.cfg.WatchedBytes {
 		return
 	}
 	if d.readsLate(k) && (k.head.msg != nil || k.toReadCount() > 1 || k.next.time().After(d.clock.Now().Add(headLead))) {
 		return // a key waiting for a far slot holds no job
 	}
-	d.watched.keep(n.Msg, d.cfg.WatchedBytes)
+	if m := n.Job(); m != nil {
+		d.watched.keep(m, d.cfg.WatchedBytes)
+	}
 }
 
 // unwatchBelow forgets the jobs kept of k below from: its next read,

@@ -50,7 +50,7 @@ type Config struct {
 	SubjectRoot     string // jobs of key k of policy p live on <root>.<p>.<token(k)>
 	StreamPrefix    string // the stream of policy p is <prefix><p>
 	// WatchHeadersOnly makes Watch read each job's headers only, leaving
-	// Notice.Msg nil: a drainer then reads every job it delivers (Get).
+	// Notice.Job returning nil: a drainer then reads every job it delivers (Get).
 	// By default Watch reads each job whole, once, so that the drainer
 	// delivering it need not read it again; every watcher (each shaper
 	// watching the queue) then receives every payload.

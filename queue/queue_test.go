@@ -228,8 +228,8 @@ func TestWatchReportsJobsWhole(t *testing.T) {
 					t.Fatal("no notice")
 				}
 				if headersOnly {
-					if n.Msg != nil {
-						t.Errorf("notice of %d: job %+v, want none (headers only)", n.Seq, n.Msg)
+					if m := n.Job(); m != nil {
+						t.Errorf("notice of %d: job %+v, want none (headers only)", n.Seq, m)
 					}
 					continue
 				}
@@ -237,7 +237,7 @@ func TestWatchReportsJobsWhole(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := n.Msg
+				w := n.Job()
 				if w == nil || w.Seq != read.Seq || w.Token != read.Token || w.ID != read.ID || w.Key != read.Key ||
 					string(w.Payload) != string(read.Payload) || fmt.Sprint(w.Header) != fmt.Sprint(read.Header) ||
 					w.Attempt != read.Attempt || !w.EnqueuedAt.Equal(read.EnqueuedAt) || w.Undecodable != read.Undecodable {

@@ -10,12 +10,29 @@ import (
 )
 
 // Notice says that a job was stored: its key's token and its sequence,
-// and the job itself when the watch read it whole (Msg; nil when it read
-// headers only, Config.WatchHeadersOnly).
+// and the job itself when the watch read it whole (Job).
 type Notice struct {
 	Token string
 	Seq   uint64
-	Msg   *Msg
+
+	job    *Msg          // the job, when made from one (NoticeOf)
+	raw    jetstream.Msg // or the message read whole, decoded by Job
+	q      *Queue        // of raw
+	stored time.Time     // when the stream stored raw
+}
+
+// NoticeOf returns the notice of job m, stored, which Job returns: what
+// another implementation of a watched queue reports (drain.MemQueue).
+func NoticeOf(m *Msg) Notice { return Notice{Token: m.Token, Seq: m.Seq, job: m} }
+
+// Job returns the job the notice reports, when the watch read it whole,
+// decoded now (a watcher decodes only the jobs it keeps); nil when the
+// watch read headers only (Config.WatchHeadersOnly).
+func (n Notice) Job() *Msg {
+	if n.job != nil || n.raw == nil {
+		return n.job
+	}
+	return n.q.decode(n.Seq, n.Token, n.raw.Headers(), n.raw.Data(), n.stored)
 }
 
 // Key returns the key the notice's token encodes, and an error for a token
@@ -26,7 +43,7 @@ func (n Notice) Key() (string, error) { return DecodeKey(n.Token) }
 
 // Watch calls fn, in stream order and from one goroutine at a time, for
 // every job in the queue now and every job stored later, until ctx ends,
-// with the job read whole (Notice.Msg), or its headers only
+// with the job read whole (Notice.Job), or its headers only
 // (Config.WatchHeadersOnly: then its cost does not grow with payload size).
 // A job removed before Watch reaches it is skipped.
 //
@@ -63,7 +80,7 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 			if token := q.Token(m.Subject()); token != "" {
 				n := Notice{Token: token, Seq: md.Sequence.Stream}
 				if !q.cfg.WatchHeadersOnly {
-					n.Msg = q.decode(n.Seq, token, m.Headers(), m.Data(), md.Timestamp)
+					n.raw, n.q, n.stored = m, q, md.Timestamp
 				}
 				fn(n)
 			}
