@@ -377,3 +377,52 @@ func BenchmarkNATS(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkRefusal is what the Shaper's handler adds to a 429 beside a
+// trivial handler's answer, without the network: each request is served
+// to a response recorder, so that ns/op and allocs/op are the handlers'
+// own (net/http's reading and writing, which both pay, are left out).
+//
+//	BenchmarkRefusal/trivial   reads the body, answers 429 with a small JSON body
+//	BenchmarkRefusal/full      POST /v1/jobs/tight/full on a full key (a consumer subscribed)
+func BenchmarkRefusal(b *testing.B) {
+	s := benchShaper(b)
+	h := s.Handler()
+	post := func(url string) *http.Request {
+		return httptest.NewRequest(http.MethodPost, url, bytes.NewReader(benchPayload))
+	}
+	// As in BenchmarkHTTP: the first job is delivered at once and frees
+	// its slot within the policy's hold; the one after it waits an hour.
+	fill := func() {
+		for code := http.StatusAccepted; code != http.StatusTooManyRequests; {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, post("/v1/jobs/tight/full"))
+			if code = rec.Code; code != http.StatusAccepted && code != http.StatusTooManyRequests {
+				b.Fatalf("filling tight/full: %d %s", code, rec.Body)
+			}
+		}
+	}
+	fill()
+	time.Sleep(1500 * time.Millisecond)
+	fill()
+	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"id":"dn1ml4ye3996-ya","policy":"p","key":"k","queued":1,"eta_ms":0}`)
+	})
+	run := func(h http.Handler) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, post("/v1/jobs/tight/full"))
+				if rec.Code != http.StatusTooManyRequests {
+					b.Fatalf("POST /v1/jobs/tight/full = %d, want 429", rec.Code)
+				}
+			}
+		}
+	}
+	b.Run("trivial", run(trivial))
+	b.Run("full", run(h))
+}
