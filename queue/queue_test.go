@@ -192,6 +192,44 @@ func TestWatch(t *testing.T) {
 	}
 }
 
+// A watch reading jobs whole over more large jobs than one pull request
+// may carry (each asks for 16 MiB at most) reports them all, in order and
+// without waiting for a pull to expire: the server ends a request whose
+// next job would not fit, and the watch asks again at once.
+func TestWatchReadsPastItsByteBound(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := testenv.NATS(t)
+	js, err := jetstream.New(testenv.Connect(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.Open(ctx, js, "big", 10, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 40 // 40 MiB: three requests' worth
+	for i := range jobs {
+		if _, err := q.Admit(ctx, queue.Job{Key: fmt.Sprint("k", i), Payload: make([]byte, queue.DefaultMaxPayload)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan queue.Notice, jobs)
+	go q.Watch(ctx, func(n queue.Notice) { got <- n })
+	deadline := time.After(10 * time.Second) // a pull's expiry is 30 s
+	for i := range jobs {
+		select {
+		case n := <-got:
+			m := n.Job()
+			if n.Seq != uint64(i+1) || m == nil || len(m.Payload) != queue.DefaultMaxPayload {
+				t.Fatalf("notice %d: seq %d, job read whole %v, want seq %d with its %d bytes", i, n.Seq, m != nil, i+1, queue.DefaultMaxPayload)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d jobs reported in 10 s", i, jobs)
+		}
+	}
+}
+
 // The watch reports each job whole, as Get reads it (so that a drainer
 // need not read it again), or with WatchHeadersOnly its sequence only.
 func TestWatchReportsJobsWhole(t *testing.T) {
