@@ -247,7 +247,7 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 		}
 		name := k.Value
 		if !slices.Contains(known, name) {
-			p.errorf(at(k, flow), field, "unknown field %q%s", name, suggest.Hint(name, known))
+			p.errorf(at(k, flow), field, "unknown field %q%s", name, knownFields(name, known))
 			if meant, ok := suggest.Closest(name, known); ok && p.meant != nil {
 				p.meant[prefix+meant] = true
 			}
@@ -265,4 +265,14 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 		fn(name, k, v, flow)
 	}
 	return true
+}
+
+// knownFields is what follows an unknown field's name: the hint of the
+// field it was probably meant to be, or, when none is close, the fields
+// that are known there.
+func knownFields(name string, known []string) string {
+	if h := suggest.Hint(name, known); h != "" {
+		return h
+	}
+	return "; want one of " + strings.Join(known, ", ")
 }

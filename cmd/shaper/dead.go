@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
@@ -60,12 +61,12 @@ func deadCommand() *cli.Command {
 				ArgsUsage: "POLICY SEQ",
 				Flags:     apiFlags(),
 				Action: func(c *cli.Context) error {
-					if c.NArg() != 2 {
-						return cli.Exit("usage: shaper dead show POLICY SEQ", 2)
+					if err := cmdline.Args(c, "shaper dead show POLICY SEQ", "POLICY", "SEQ"); err != nil {
+						return err
 					}
 					seq, err := strconv.ParseUint(c.Args().Get(1), 10, 64)
 					if err != nil || seq == 0 {
-						return fmt.Errorf("dead show: bad sequence %q: want a positive number", c.Args().Get(1))
+						return cli.Exit(fmt.Sprintf("shaper dead show: bad sequence %q: want a positive number, as shaper dead list shows", c.Args().Get(1)), cmdline.ExitUsage)
 					}
 					api, err := apiClient(c, time.Minute)
 					if err != nil {

@@ -146,3 +146,60 @@ func refused(t *testing.T, s *testenv.Running, cases []refusal) {
 		}
 	}
 }
+
+// A command line a new user gets slightly wrong is refused with exit 2,
+// saying what to write instead, before anything runs: a duration without
+// its unit, a missing or extra argument, a --reset field nothing is close
+// to, a trace that is not one, and "help" works as --help does.
+func TestCommandLineMends(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.yaml")
+	os.WriteFile(pol, []byte(hintPolicies), 0o644)
+	notTrace := filepath.Join(dir, "notes.md")
+	os.WriteFile(notTrace, []byte("# notes\n\nnot a trace\n"), 0o644)
+	empty := filepath.Join(dir, "empty.csv")
+	os.WriteFile(empty, []byte("at,key,size,outcome\n"), 0o644)
+	late := filepath.Join(dir, "late.csv")
+	os.WriteFile(late, []byte("at,key,size,outcome\n0,a,10,accepted\n1,a,10,accepted\nsoon,a,1,accepted\n"), 0o644)
+	tune := []string{"tune", "--policy-file", pol, "--policy", "orders"}
+	for _, tc := range []refusal{
+		{append(tune, "--trace", empty, "--max-wait", "3"), `shaper tune: invalid value "3" for --max-wait: want a duration such as 500ms, 90s, 5m or 24h (did you mean "3s"?)`},
+		{append(tune, "--trace", empty, "--parallel", "two"), `invalid value "two" for --parallel: want a whole number`},
+		{append(tune, "--trace", notTrace), `tune: --trace: ` + notTrace + `: not a shaper trace: line 3: header "not a trace"`},
+		{append(tune, "--trace", empty), empty + ` holds no submissions: nothing to replay`},
+		{append(tune, "--trace", late), late + `: not a shaper trace: line 4: at "soon"`},
+		{[]string{"policies", "set", "--outflow", "5/s"}, `shaper policies set: missing NAME; usage: shaper policies set NAME`},
+		{[]string{"policies", "set", "orders", "tenants", "--outflow", "5/s"}, `shaper policies set: unexpected argument "tenants" (it takes NAME); usage:`},
+		{[]string{"policies", "check"}, `shaper policies check: missing FILE; usage: shaper policies check FILE`},
+		{[]string{"dead", "show", "orders"}, `shaper dead show: missing SEQ; usage: shaper dead show POLICY SEQ`},
+		{[]string{"dead", "show", "orders", "x"}, `shaper dead show: bad sequence "x": want a positive number`},
+		{[]string{"help", "polices"}, `shaper: no command "polices" to help with; the commands are serve, policies,`},
+	} {
+		out, _, err := runCLI(t, tc.args...)
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s = %v (exit %d), want exit 2 saying %q", strings.Join(tc.args, " "), err, exitCode(err), tc.want)
+		}
+		if out != "" {
+			t.Errorf("%s printed %q, want nothing on stdout", strings.Join(tc.args, " "), out)
+		}
+	}
+	// No field is close to "bogus": the fields are listed.
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, hintPolicies)})
+	refused(t, s, []refusal{
+		{[]string{"policies", "set", "orders", "--reset", "bogus"}, `unknown field "bogus"; want one of name, outflow, queue,`},
+		{[]string{"policies", "set", "orders", "--reset", "retry.bogus"}, `retry: unknown field "bogus"; want one of attempts, backoff,`},
+	})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help"}, "COMMANDS:\n   serve"},
+		{[]string{"help", "tune"}, "shaper tune - replay a trace"},
+		{[]string{"help", "policies"}, "COMMANDS:\n   set "},
+	} {
+		out, _, err := runCLI(t, tc.args...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("shaper %s = %v, %q; want the help with %q", strings.Join(tc.args, " "), err, out, tc.want)
+		}
+	}
+}

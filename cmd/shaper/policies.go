@@ -195,8 +195,8 @@ func policiesCommand() *cli.Command {
 				"Values are written as in the policy file.",
 			Flags: setFlags(),
 			Action: func(c *cli.Context) error {
-				if c.NArg() != 1 {
-					return cli.Exit("usage: shaper policies set NAME [--outflow R] [--queue N] [--total R|off] [--overflow reject|defer] [--retry-… V] [--admit-… V] [--adapt on|off] [--adapt-… V] [--reset FIELD]", 2)
+				if err := cmdline.Args(c, "shaper policies set NAME [--outflow R] [--queue N] [--total R|off] [--overflow reject|defer] [--retry-… V] [--admit-… V] [--adapt on|off] [--adapt-… V] [--reset FIELD]", "NAME"); err != nil {
+					return err
 				}
 				change, ok, err := policyChange(c)
 				if err != nil {
@@ -229,8 +229,8 @@ func policiesCommand() *cli.Command {
 			ArgsUsage: "NAME",
 			Flags:     apiFlags(),
 			Action: func(c *cli.Context) error {
-				if c.NArg() != 1 {
-					return cli.Exit("usage: shaper policies reset NAME", 2)
+				if err := cmdline.Args(c, "shaper policies reset NAME", "NAME"); err != nil {
+					return err
 				}
 				api, err := apiClient(c, time.Minute)
 				if err != nil {
@@ -248,8 +248,8 @@ func policiesCommand() *cli.Command {
 			Usage:     "validate a policy file; exit 2 naming the line of every error",
 			ArgsUsage: "FILE",
 			Action: func(c *cli.Context) error {
-				if c.NArg() != 1 {
-					return cli.Exit("usage: shaper policies check FILE", 2)
+				if err := cmdline.Args(c, "shaper policies check FILE", "FILE"); err != nil {
+					return err
 				}
 				set, err := policies.Load(c.Args().First())
 				if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/replay"
+	"github.com/shaper-dev/shaper/shaper/traffic"
 )
 
 func tuneCommand() *cli.Command {
@@ -98,11 +99,9 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 		return t, cli.Exit(fmt.Sprintf("tune: --policy: %s has no policy %q; it has %s%s", c.String("policy-file"), t.policy,
 			strings.Join(names, ", "), suggest.Hint(t.policy, names)), 2)
 	}
-	f, err := os.Open(t.trace)
-	if err != nil {
+	if err := checkTrace(t.trace); err != nil {
 		return t, cli.Exit("tune: --trace: "+err.Error(), 2)
 	}
-	f.Close()
 	var downstream policies.Rate
 	if t.targets, downstream, err = targetsFrom(c); err != nil {
 		return t, cli.Exit("tune: "+err.Error(), 2)
@@ -117,6 +116,25 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 		return t, cli.Exit("tune: "+err.Error(), 2)
 	}
 	return t, nil
+}
+
+// checkTrace refuses a trace that cannot be replayed before any replay
+// starts: one that does not open, is not a trace (its header or first
+// record does not parse), or holds no submission.
+func checkTrace(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = traffic.NewReader(f).Read()
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s holds no submissions: nothing to replay (record one with shaper record or producer trace)", path)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "traffic: "))
+	}
+	return nil
 }
 
 // downFrom returns the downstream --down describes.
@@ -230,6 +248,12 @@ func runTune(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit("tune: "+err.Error(), 2)
 	}
+	// Read through once before any replay: a record that does not parse
+	// is a bad --trace, said once (not by every candidate's replay).
+	facts, err := readTraceFacts(t.trace, candidates[current].Queue)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("tune: --trace: %s: %s", t.trace, strings.TrimPrefix(err.Error(), "traffic: ")), 2)
+	}
 	src := func() (io.ReadCloser, error) { return os.Open(t.trace) }
 	if os.Getenv("GOGC") == "" {
 		// A replay's heap is small and bounded by the keys (tens of MB),
@@ -259,9 +283,7 @@ func runTune(c *cli.Context) error {
 	choice := replay.Choose(results, t.targets)
 	rep := tuneReport{Trace: t.trace, PolicyFile: c.String("policy-file"), Policy: t.policy, Current: current, Choice: choice,
 		Results: results, Targets: t.targets, Down: t.down, Took: time.Since(start)}
-	if rep.Facts, err = readTraceFacts(t.trace, results[current].Policy.Queue); err != nil {
-		return fmt.Errorf("tune: %w", err)
-	}
+	rep.Facts = facts
 	if c.Bool("json") {
 		err = rep.writeJSON(c.App.Writer)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -119,32 +120,119 @@ func unrequire(f cli.Flag) bool {
 }
 
 // usageError is the OnUsageError of every command.
-// An unknown flag gets the hint of the flag it was probably meant to be.
+// An unknown flag gets the hint of the flag it was probably meant to be; a
+// flag's value that does not parse, what the flag wants.
 func usageError(c *cli.Context, err error, _ bool) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		msg += suggest.FlagHint(strings.TrimPrefix(name, "-"), flagNames(c))
+	} else if m, ok := badValue(commandFlags(c), msg); ok {
+		msg = m
 	}
 	return cli.Exit(fmt.Sprintf("%s: %s (see %s --help)", fullName(c), msg, fullName(c)), ExitUsage)
+}
+
+// badValue rewords urfave/cli's error for a flag value that does not parse,
+// `invalid value "3" for flag -max-wait: parse error`, to say what the flag
+// wants: `invalid value "3" for --max-wait: want a duration such as 500ms,
+// 90s, 5m or 24h (did you mean "3s"?)`. It reports false for any
+// other message.
+func badValue(flags []cli.Flag, msg string) (string, bool) {
+	rest, ok := strings.CutPrefix(msg, "invalid value ")
+	if !ok {
+		return "", false
+	}
+	i := strings.Index(rest, " for flag -")
+	if i < 0 {
+		return "", false
+	}
+	value, err := strconv.Unquote(rest[:i])
+	if err != nil {
+		return "", false
+	}
+	name, reason, ok := strings.Cut(rest[i+len(" for flag -"):], ": ")
+	if !ok {
+		return "", false
+	}
+	var want string
+	switch flagNamed(flags, name).(type) {
+	case *cli.DurationFlag:
+		want = "want a duration such as 500ms, 90s, 5m or 24h"
+		if _, err := strconv.ParseFloat(value, 64); err == nil {
+			want += fmt.Sprintf(" (did you mean %q?)", value+"s")
+		}
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+		want = "want a whole number"
+	case *cli.Float64Flag:
+		want = "want a number"
+	case *cli.BoolFlag:
+		want = "want true or false"
+	default:
+		return "", false
+	}
+	if reason != "parse error" {
+		want += " (" + reason + ")"
+	}
+	return fmt.Sprintf("invalid value %q for --%s: %s", value, name, want), true
+}
+
+// flagNamed returns the flag of flags with name (or alias) name, nil if
+// none has it.
+func flagNamed(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f
+		}
+	}
+	return nil
+}
+
+// Args refuses a command line that does not give a command exactly the
+// positional arguments names (NAME, FILE ...): it says which is missing or
+// which is one too many, then the command's usage line.
+//
+//	shaper policies set: missing NAME; usage: shaper policies set NAME [--outflow R] ...
+func Args(c *cli.Context, usage string, names ...string) error {
+	got := c.Args().Slice()
+	switch {
+	case len(got) < len(names):
+		return cli.Exit(fmt.Sprintf("%s: missing %s; usage: %s", fullName(c), strings.Join(names[len(got):], " "), usage), ExitUsage)
+	case len(got) > len(names):
+		return cli.Exit(fmt.Sprintf("%s: unexpected argument %q (it takes %s); usage: %s", fullName(c), got[len(names)], takes(names), usage), ExitUsage)
+	}
+	return nil
+}
+
+// takes words the arguments a command takes: "NAME", "POLICY SEQ", "no arguments".
+func takes(names []string) string {
+	if len(names) == 0 {
+		return "no arguments"
+	}
+	return strings.Join(names, " ")
 }
 
 // flagNames lists the names of the flags of c's command (the app's at the
 // top), aliases too.
 func flagNames(c *cli.Context) []string {
-	flags := c.App.Flags
-	if c.Command != nil && c.Command.Name != "" {
-		flags = c.Command.Flags
-	}
 	var names []string
-	for _, f := range flags {
+	for _, f := range commandFlags(c) {
 		names = append(names, f.Names()...)
 	}
 	return names
 }
 
+// commandFlags returns the flags of c's command (the app's at the top).
+func commandFlags(c *cli.Context) []cli.Flag {
+	if c.Command != nil && c.Command.Name != "" {
+		return c.Command.Flags
+	}
+	return c.App.Flags
+}
+
 // unknownCommand is the action of a command that only groups others: with
 // no argument it shows its help, with one it says that no such command
-// exists and which do.
+// exists and which do. "help" shows its help, and "help COMMAND" that
+// command's, where the app hides urfave/cli's own help command.
 func unknownCommand(name string, commands []*cli.Command, help func(*cli.Context) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		if !c.Args().Present() {
@@ -155,6 +243,22 @@ func unknownCommand(name string, commands []*cli.Command, help func(*cli.Context
 			if !cmd.Hidden {
 				names = append(names, cmd.Name)
 			}
+		}
+		if c.Args().First() == "help" {
+			topic := c.Args().Get(1)
+			if topic == "" {
+				return help(c)
+			}
+			for _, cmd := range commands {
+				if cmd.HasName(topic) {
+					// What "COMMAND --help" says (cli.ShowCommandHelp
+					// leaves out a command group's commands).
+					lineage := strings.Fields(name)[1:]
+					return c.App.RunContext(c.Context, append(append([]string{c.App.Name}, lineage...), topic, "--help"))
+				}
+			}
+			return cli.Exit(fmt.Sprintf("%s: no command %q to help with; the commands are %s%s (see %s --help)",
+				name, topic, strings.Join(names, ", "), suggest.Hint(topic, names), name), ExitUsage)
 		}
 		return cli.Exit(fmt.Sprintf("%s: no command %q; the commands are %s%s (see %s --help)",
 			name, c.Args().First(), strings.Join(names, ", "), suggest.Hint(c.Args().First(), names), name), ExitUsage)
