@@ -46,7 +46,7 @@
 // per key (from the Shaper-Key header): deliveries, distinct job ids
 // (Shaper-Job-Id), duplicates, the achieved rate (deliveries-1)/(last-first),
 // the min, p50 and p99 gap between deliveries, the most deliveries in any
-// closed 1-second window, and the p50 and p99 queue latency (receive time
+// closed 1-second window, and the p50 and p99 time in queue (receive time
 // minus Shaper-Enqueued-At). It stops after --duration, after --expect
 // distinct jobs, or on Ctrl-C, and prints a table of the 20 busiest keys plus
 // totals, or with --json every key:

@@ -40,7 +40,7 @@ func sendCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "key", Usage: "submit to exactly this `KEY` (repeatable; replaces --keys and --key-prefix)", EnvVars: envVar("key")},
 			&cli.IntFlag{Name: "jobs", Value: 100, Usage: "total jobs `N` to submit (0 = until --duration ends)", EnvVars: envVar("jobs")},
 			&cli.IntFlag{Name: "concurrency", Value: 16, Usage: "at most `C` requests in flight", EnvVars: envVar("concurrency")},
-			&cli.StringFlag{Name: "rate", Usage: "submit at most `RATE` (N/s, N/m, N/<duration>; a bare N means N/s; 0 or empty = as fast as possible)", EnvVars: envVar("rate")},
+			&cli.StringFlag{Name: "rate", Usage: "submit at most `RATE` (N/s, N/m, N/h, N/d or N/<duration> such as 5/10s; a bare N means N/s; 0 or empty = as fast as possible)", EnvVars: envVar("rate")},
 			&cli.IntFlag{Name: "size", Value: 64, Usage: "payload size in `BYTES`", EnvVars: envVar("size")},
 			&cli.DurationFlag{Name: "duration", Usage: "stop submitting after `D` (0 = no cap)", EnvVars: envVar("duration")},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up on a request after `D`", EnvVars: envVar("timeout")},

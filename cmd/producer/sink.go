@@ -25,7 +25,7 @@ func sinkCommand() *cli.Command {
 		Description: "Subscribes to --subject, answers every delivery that has a reply subject with an empty\n" +
 			"message (confirmed delivery), and reports per key: deliveries, distinct job ids,\n" +
 			"duplicates, achieved rate, gaps between deliveries, the most deliveries in any\n" +
-			"1-second window, and queue latency (receive time minus Shaper-Enqueued-At).\n" +
+			"1-second window, and time in queue (receive time minus Shaper-Enqueued-At).\n" +
 			"Progress goes to stderr: a live line on a terminal, a line every 10 s otherwise;\n" +
 			"a lost and a regained NATS connection are said there too.",
 		Flags: []cli.Flag{
@@ -354,7 +354,7 @@ func printSinkReport(w io.Writer, r sinkReport) error {
 	fmt.Fprintf(w, "%s: %d deliveries of %d distinct jobs (%d duplicates) over %d keys in %.2fs, stopped by %s\n",
 		r.Subject, r.Totals.Deliveries, r.Totals.Distinct, r.Totals.Duplicates, r.Keys, r.ElapsedSec, r.StoppedBy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "policy\tkey\tdeliveries\tdistinct\tdups\trate/s\tgap min ms\tgap p50 ms\tgap p99 ms\tmax in 1s\tlatency p50 ms\tlatency p99 ms")
+	fmt.Fprintln(tw, "policy\tkey\tdeliveries\tdistinct\tdups\trate/s\tgap min ms\tgap p50 ms\tgap p99 ms\tmax in 1s\tin queue p50 ms\tin queue p99 ms")
 	row := func(s keySummary) {
 		fmt.Fprintf(tw, "%s\t%q\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
 			cmp.Or(s.Policy, "-"), s.Key, s.Deliveries, s.Distinct, s.Duplicates, s.RatePerSec,
