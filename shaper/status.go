@@ -62,6 +62,12 @@ type PolicyStatus struct {
 	// does on this shaper now: the effective rate of an adaptive total,
 	// and those of the deepest keys that adapt, each with why.
 	Adapting *adapt.Rates `json:"adapting,omitempty"`
+	// WaitingForConsumer is since when this shaper's deliveries of the
+	// policy have found no consumer to answer them (nobody subscribed to
+	// its deliver subject): its jobs stay queued until one subscribes.
+	// Absent while they find one, and on a shaper that drains none of
+	// the policy's partitions.
+	WaitingForConsumer *time.Time `json:"waiting_for_consumer_since,omitempty"`
 }
 
 // adaptingKeys is how many of the deepest keys a status shows the
@@ -122,6 +128,12 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 	}
 	st.DirectLane, st.DirectLaneRefused = line.Gate.DirectLane()
 	st.DrainingPartitions = append([]int{}, line.Drain.ActiveParts()...)
+	if line.waiting != nil && st.Draining {
+		if since := line.waiting(); !since.IsZero() {
+			since = since.UTC()
+			st.WaitingForConsumer = &since
+		}
+	}
 	t.mu.RLock()
 	deadCount := t.deadCount
 	t.mu.RUnlock()

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
@@ -281,7 +283,7 @@ policies:
 				rows[f[0]] = f
 			}
 		}
-		if col("later", "WAITING") == "2" {
+		if col("later", "WAITING") == "2" && strings.Contains(out, "waiting for a consumer: later since ") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -292,6 +294,28 @@ policies:
 	if col("later", "DEFERRED") != "2" || col("later", "WAITING") != "2" || col("capped", "LIMITED") != "2" || col("later", "DEAD") != "0" {
 		t.Errorf("status = later deferred %s waiting %s dead %s, capped limited %s; want 2, 2, 0, 2",
 			col("later", "DEFERRED"), col("later", "WAITING"), col("later", "DEAD"), col("capped", "LIMITED"))
+	}
+	// Nobody subscribes to shaper.out.later: its delivery found no
+	// consumer, and status says so, with what to do.
+	out, _, err := runCLI(t, "status", "--http", s.HTTPAddr())
+	if want := "(nobody answers its deliveries on shaper.out.later.>; its jobs stay queued until one subscribes, e.g. producer sink --subject 'shaper.out.later.>')"; err != nil || !strings.Contains(out, "waiting for a consumer: later since ") || !strings.Contains(out, want) {
+		t.Errorf("status = %v\n%s\nwant a line saying later waits for a consumer, ending %q", err, out, want)
+	}
+	// Once one subscribes, the drain's next probe delivers, and the line goes.
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Subscribe("shaper.out.later.>", func(m *nats.Msg) { m.Respond(nil) }); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); strings.Contains(out, "waiting for a consumer: later"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("status 10 s after a consumer subscribed:\n%s\nwant no line saying later waits for one", out)
+			break
+		}
+		out, _, _ = runCLI(t, "status", "--http", s.HTTPAddr())
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)

@@ -233,6 +233,11 @@ type Policy struct {
 	// total (per: policy), and those of the five deepest keys that adapt
 	// (per: key), each with why ("latency 2.1× baseline").
 	Adapting *adapt.Rates `json:"adapting,omitempty"`
+	// WaitingForConsumer is since when the answering shaper's deliveries
+	// of the policy have found no consumer (nobody subscribed to its
+	// deliver subject); nil while they find one, or when it drains none
+	// of the policy's partitions.
+	WaitingForConsumer *time.Time `json:"waiting_for_consumer_since,omitempty"`
 }
 
 // PolicyChange is the body of PUT /v1/policies/{name}: a JSON merge patch
