@@ -57,6 +57,10 @@ policies:
     outflow: 5/s
     queue: 10
     adapt: {per: key}
+  - name: idle
+    outflow: 1/s
+    queue: 5
+    deliver: {subject: unconsumed.idle}
 `, hook.URL))})
 	testenv.Consume(t, sh.NATSURL(), "shaper.out.>") // the downstream workers: each delivery is answered
 	base := "http://" + sh.HTTPAddr()
@@ -87,6 +91,10 @@ policies:
 		}
 	}
 
+	if _, err := api.Submit(ctx, "idle", "i", []byte("nobody takes this")); err != nil {
+		t.Fatal(err)
+	}
+
 	b := newBrowser(t, 1280, 900)
 	b.do("open the page", chromedp.Navigate(base+"/ui"), chromedp.WaitVisible(chromedp.CSS("#login")))
 	b.screenshot("operator-page-login.png")
@@ -113,6 +121,14 @@ policies:
 		document.querySelector('[data-policy="bulk"] .badge.drain').title.split('\n').length == 4`, 15*time.Second)
 	if got := eval[string](b, `document.querySelector('[data-policy="orders"] .badge.drain').title`); !strings.HasPrefix(got, "drained by ") {
 		t.Errorf("orders' drain badge says %q on hover, want the shaper draining it", got)
+	}
+
+	// Nobody subscribes to idle's subject: its card says so, with the
+	// subject on hover; orders, consumed, has no such badge.
+	b.waitFor("idle's consumer badge", `!document.querySelector('[data-policy="idle"] .badge.consumer').hidden &&
+		document.querySelector('[data-policy="orders"] .badge.consumer').hidden`, 15*time.Second)
+	if got := eval[string](b, `document.querySelector('[data-policy="idle"] .badge.consumer').title`); !strings.Contains(got, "nobody answers this shaper's deliveries on unconsumed.idle.>") {
+		t.Errorf("idle's consumer badge says %q on hover, want the subject nobody answers on", got)
 	}
 
 	// Settings and rate as the file says: 3 busy keys at 10/s.

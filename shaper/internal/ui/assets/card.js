@@ -82,6 +82,12 @@ export class PolicyCard {
     }
     drain.classList.toggle('elsewhere', !p.draining);
     this.root.querySelector('.badge.override').hidden = !p.override;
+    // Nobody answers this shaper's deliveries: the jobs stay queued.
+    const consumer = this.root.querySelector('.badge.consumer');
+    const since = p.waiting_for_consumer_since;
+    consumer.hidden = !since;
+    consumer.title = since ? `Since ${new Date(since).toLocaleTimeString()}, nobody answers this shaper's deliveries on ` +
+      `${p.deliver.subject}.>: the jobs stay queued until a consumer subscribes` : '';
     this.showSettings();
     this.tuner.update(p, this.series ? this.series.file : null);
     this.dead.update(p.dead);
