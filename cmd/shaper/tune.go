@@ -118,6 +118,20 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 	return t, nil
 }
 
+// holdRejections bounds the rejections of a recommendation by those of the
+// policy as it is when targets give none (--max-reject) but give another:
+// the cheapest candidate that meets only a wait or a downstream target is
+// often a smaller queue refusing what the policy takes now, which nobody
+// asked for. It reports whether it set the bound.
+func holdRejections(t *replay.Targets, current *replay.Result) bool {
+	if t.MaxReject != nil || *t == (replay.Targets{}) {
+		return false
+	}
+	v := current.RejectedShare()
+	t.MaxReject = &v
+	return true
+}
+
 // checkTrace refuses a trace that cannot be replayed before any replay
 // starts: one that does not open, is not a trace (its header or first
 // record does not parse), or holds no submission.
@@ -280,9 +294,10 @@ func runTune(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("tune: %w", err)
 	}
+	implicit := holdRejections(&t.targets, &results[current])
 	choice := replay.Choose(results, t.targets)
 	rep := tuneReport{Trace: t.trace, PolicyFile: c.String("policy-file"), Policy: t.policy, Current: current, Choice: choice,
-		Results: results, Targets: t.targets, Down: t.down, Took: time.Since(start)}
+		Results: results, Targets: t.targets, ImplicitReject: implicit, Down: t.down, Took: time.Since(start)}
 	rep.Facts = facts
 	if c.Bool("json") {
 		err = rep.writeJSON(c.App.Writer)

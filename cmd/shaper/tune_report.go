@@ -30,9 +30,12 @@ type tuneReport struct {
 	Choice     replay.Choice
 	Results    []replay.Result
 	Targets    replay.Targets
-	Down       replay.Downstream // when the replay's downstream failed (--down)
-	Took       time.Duration
-	Facts      traceFacts // what the trace recorded
+	// ImplicitReject says Targets.MaxReject is the policy's own rejections
+	// now, set for want of --max-reject (holdRejections).
+	ImplicitReject bool
+	Down           replay.Downstream // when the replay's downstream failed (--down)
+	Took           time.Duration
+	Facts          traceFacts // what the trace recorded
 }
 
 // hasTargets reports whether any target was given: without one, nothing is
@@ -135,6 +138,10 @@ func (r *tuneReport) write(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "no recommendation: %s\n", r.Choice.Reason)
 		return err
 	}
+	if r.ImplicitReject {
+		fmt.Fprintf(w, "no --max-reject given: candidates may reject no more than the policy as it is (%s); give --max-reject to trade rejections for a cheaper setting\n",
+			replay.Percent(*r.Targets.MaxReject))
+	}
 	best := r.Results[r.Choice.Best].Policy
 	fmt.Fprintf(w, "recommended: %s\n", r.Choice.Reason)
 	if r.Choice.Best == r.Current {
@@ -215,7 +222,10 @@ func (r *tuneReport) writeJSON(w io.Writer) error {
 		Recommended *int    `json:"recommended"`
 		Binding     string  `json:"binding,omitempty"`
 		Reason      string  `json:"reason,omitempty"`
-		YAML        string  `json:"yaml,omitempty"`
+		// MaxRejectHeld is the bound on rejections set for want of
+		// --max-reject: the policy's own share now (holdRejections).
+		MaxRejectHeld *float64 `json:"max_reject_held,omitempty"`
+		YAML          string   `json:"yaml,omitempty"`
 		// What the trace recorded (a trace of shaper record): its outcomes,
 		// how far apart the replay's counts are (a share of the
 		// submissions), and a backlog it starts with.
@@ -238,6 +248,9 @@ func (r *tuneReport) writeJSON(w io.Writer) error {
 	}
 	if b := r.Facts.Backlog; b.Keys > 0 {
 		out.Backlog = &backlogJSON{b, b.FirstAt.Seconds()}
+	}
+	if r.ImplicitReject {
+		out.MaxRejectHeld = r.Targets.MaxReject
 	}
 	if r.hasTargets() && r.Choice.Best >= 0 {
 		out.Recommended = &r.Choice.Best

@@ -261,8 +261,46 @@ func TestTuneApply(t *testing.T) {
 	if err != nil || !strings.Contains(out, "nothing to apply") {
 		t.Errorf("--apply again: %v, output:\n%s\nwant nothing to apply", err, out)
 	}
-	_, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--apply", "--http", s.HTTPAddr())
+	_, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-reject", "100%", "--outflow", "2/s", "--queue", "10", "--apply", "--http", s.HTTPAddr())
 	if err == nil || !strings.Contains(err.Error(), "admin-token") {
 		t.Errorf("--apply without the admin token: %v, want a 401 naming --admin-token", err)
+	}
+}
+
+// With a wait target but no --max-reject, a recommendation rejects no more
+// than the policy as it is: the smaller queue that meets the wait only by
+// refusing more is not recommended, and the report says why.
+func TestTuneHoldsRejectionsWithoutTarget(t *testing.T) {
+	pf, trace := tuneFiles(t)
+	args := []string{"tune", "--policy-file", pf, "--trace", trace, "--max-wait", "1h", "--outflow", "4/s", "--queue", "2,20"}
+	out, _, err := runCLI(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("tune: %v\n%s", err, out)
+	}
+	var rep tuneJSON
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	rejected := map[int]int{}
+	for _, c := range rep.Candidates {
+		rejected[c.Queue] = c.Rejected
+	}
+	if rejected[2] <= rejected[20] {
+		t.Fatalf("queue 2 rejects %d, queue 20 %d: the trace does not tell the two apart", rejected[2], rejected[20])
+	}
+	if rep.Recommended == nil || rep.Candidates[*rep.Recommended].Queue != 20 {
+		t.Errorf("recommended %v, want queue 20 (queue 2 rejects %d more)\n%s", rep.Recommended, rejected[2]-rejected[20], out)
+	}
+	if !strings.Contains(out, `"max_reject_held"`) {
+		t.Errorf("the JSON report does not say the rejections were held:\n%s", out)
+	}
+	out, _, err = runCLI(t, args...)
+	if err != nil || !strings.Contains(out, "no --max-reject given: candidates may reject no more than the policy as it is") {
+		t.Errorf("tune = %v\n%s\nwant a line saying the rejections were held to the policy's", err, out)
+	}
+	// An explicit --max-reject is the bound asked for: queue 2 may win.
+	out, _, err = runCLI(t, append(args, "--max-reject", "100%", "--json")...)
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Recommended == nil || rep.Candidates[*rep.Recommended].Queue != 2 {
+		t.Errorf("with --max-reject 100%%: %v, want queue 2 recommended\n%s", err, out)
 	}
 }
