@@ -247,7 +247,7 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 		}
 		name := k.Value
 		if !slices.Contains(known, name) {
-			p.errorf(at(k, flow), field, "unknown field %q%s", name, knownFields(name, known))
+			p.errorf(at(k, flow), field, "unknown field %q%s", name, p.knownFields(name, known))
 			if meant, ok := suggest.Closest(name, known); ok && p.meant != nil {
 				p.meant[prefix+meant] = true
 			}
@@ -269,10 +269,18 @@ func (p *parser) mapping(n *yaml.Node, flow bool, prefix string, known []string,
 
 // knownFields is what follows an unknown field's name: the hint of the
 // field it was probably meant to be, or, when none is close, the fields
-// that are known there.
-func knownFields(name string, known []string) string {
+// that are known there; of a live change (a patch), those a live change
+// may set.
+func (p *parser) knownFields(name string, known []string) string {
 	if h := suggest.Hint(name, known); h != "" {
 		return h
 	}
+	if p.live {
+		known = slices.DeleteFunc(slices.Clone(known), func(f string) bool { return slices.Contains(fixedWhileRunning, f) })
+	}
 	return "; want one of " + strings.Join(known, ", ")
 }
+
+// fixedWhileRunning are the policy fields a live change cannot set: the
+// policy's name, and what a restart alone changes.
+var fixedWhileRunning = []string{"name", "partitions", "deliver"}

@@ -140,7 +140,7 @@ func TestParsePatchErrors(t *testing.T) {
 	want := `queue: "x": want a whole number
 retry.backoff: "7x": want a duration such as 500ms, 90s, 5m or 24h
 retry.deadline: "soon": want a duration such as 500ms, 90s, 5m or 24h
-unknown field "colour"; want one of name, outflow, queue, overflow, total, partitions, deliver, retry, admit, adapt, concurrency`
+unknown field "colour"; want one of outflow, queue, overflow, total, retry, admit, adapt, concurrency`
 	if err == nil || err.Error() != want {
 		t.Errorf("ParsePatch with four problems = %v, want\n%s", err, want)
 	}

@@ -24,7 +24,11 @@ type Rate struct {
 func ParseRate(s string) (Rate, error) {
 	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("rate %q: want N/s, N/m, N/h, N/d or N/<duration>", s)
+		hint := ""
+		if n, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && n > 0 {
+			hint = fmt.Sprintf(" (did you mean %q?)", strings.TrimSpace(s)+"/s")
+		}
+		return Rate{}, fmt.Errorf("rate %q: want N/s, N/m, N/h, N/d or N/<duration>%s", s, hint)
 	}
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n <= 0 || strings.ContainsAny(num, "xXpP_") {

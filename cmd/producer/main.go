@@ -46,8 +46,9 @@ func runWith(ctx context.Context, stdout, stderr io.Writer, args []string) error
 // newApp builds the CLI writing results to stdout and progress to stderr.
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
-		Name:  "producer",
-		Usage: "drive a shaper with load (send) and measure the smoothed traffic it delivers (sink)",
+		Name:    "producer",
+		Usage:   "drive a shaper with load (send) and measure the smoothed traffic it delivers (sink)",
+		Version: cmdline.Version(),
 		Commands: []*cli.Command{
 			sendCommand(),
 			sinkCommand(),

@@ -186,9 +186,17 @@ func TestCommandLineMends(t *testing.T) {
 	// No field is close to "bogus": the fields are listed.
 	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, hintPolicies)})
 	refused(t, s, []refusal{
-		{[]string{"policies", "set", "orders", "--reset", "bogus"}, `unknown field "bogus"; want one of name, outflow, queue,`},
+		{[]string{"policies", "set", "orders", "--reset", "bogus"}, `unknown field "bogus"; want one of outflow, queue, overflow, total, retry, admit, adapt, concurrency`},
 		{[]string{"policies", "set", "orders", "--reset", "retry.bogus"}, `retry: unknown field "bogus"; want one of attempts, backoff,`},
+		{[]string{"policies", "set", "orders", "--outflow", "5"}, `rate "5": want N/s, N/m, N/h, N/d or N/<duration> (did you mean "5/s"?)`},
 	})
+	// A policy the shaper does not serve is a bad command line: exit 2.
+	for _, args := range [][]string{{"policies", "set", "nope", "--outflow", "5/s"}, {"policies", "reset", "nope"}} {
+		_, _, err := runCLI(t, append(args, "--http", s.HTTPAddr())...)
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), `unknown policy "nope"`) {
+			t.Errorf("%s = %v (exit %d), want exit 2 naming the unknown policy", strings.Join(args, " "), err, exitCode(err))
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -196,6 +204,7 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"help"}, "COMMANDS:\n   serve"},
 		{[]string{"help", "tune"}, "shaper tune - replay a trace"},
 		{[]string{"help", "policies"}, "COMMANDS:\n   set "},
+		{[]string{"--version"}, "shaper version "},
 	} {
 		out, _, err := runCLI(t, tc.args...)
 		if err != nil || !strings.Contains(out, tc.want) {

@@ -88,8 +88,9 @@ func runWith(ctx context.Context, stdout, stderr io.Writer, args []string) error
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
-		Name:  "shaper",
-		Usage: "a queue-backed request shaper: bounded per-key queues in JetStream, drained at a fixed rate",
+		Name:    "shaper",
+		Usage:   "a queue-backed request shaper: bounded per-key queues in JetStream, drained at a fixed rate",
+		Version: cmdline.Version(),
 		Commands: []*cli.Command{
 			serveCommand(),
 			policiesCommand(),

@@ -164,6 +164,19 @@ func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
 	return change, len(body) > 0, nil
 }
 
+// refusedName is the error of policies set or reset (command) when the
+// shaper refused what it was given: an unknown policy (404) or a value it
+// refuses (400) is a bad command line too, whichever side could tell:
+// exit 2, as the values the command checks itself. nil for any other
+// answer.
+func refusedName(err error, command string) error {
+	var refused *client.Error
+	if errors.As(err, &refused) && (refused.StatusCode == http.StatusBadRequest || refused.StatusCode == http.StatusNotFound) {
+		return cli.Exit("shaper policies "+command+": "+refused.Problem.Detail, cmdline.ExitUsage)
+	}
+	return nil
+}
+
 // setFlags are the flags of policies set.
 func setFlags() []cli.Flag {
 	flags := apiFlags()
@@ -210,12 +223,8 @@ func policiesCommand() *cli.Command {
 					return err
 				}
 				p, err := api.SetPolicy(c.Context, c.Args().First(), change)
-				var refused *client.Error
-				if errors.As(err, &refused) && refused.StatusCode == http.StatusBadRequest {
-					// A value the shaper refuses is a bad command line
-					// too, whichever side could tell: exit 2, as the
-					// values this command checks itself.
-					return cli.Exit("shaper policies set: "+refused.Problem.Detail, cmdline.ExitUsage)
+				if err := refusedName(err, "set"); err != nil {
+					return err
 				}
 				if err != nil {
 					return apiError(err)
@@ -237,9 +246,13 @@ func policiesCommand() *cli.Command {
 					return err
 				}
 				p, err := api.ResetPolicy(c.Context, c.Args().First())
+				if err := refusedName(err, "reset"); err != nil {
+					return err
+				}
 				if err != nil {
 					return apiError(err)
 				}
+				fmt.Fprintf(c.App.Writer, "%s: back to the policy file, no live change kept\n", p.Name)
 				showPolicy(c, p)
 				return nil
 			},

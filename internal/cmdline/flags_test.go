@@ -3,6 +3,7 @@ package cmdline
 import (
 	"bytes"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -115,5 +116,20 @@ func TestStrictRequired(t *testing.T) {
 	t.Setenv("TEST_STRICT_TOKEN", "x")
 	if err := app.Run([]string{"producer", "send", "--policy", "p", "--jobs", "3"}); err != nil || ran != 1 {
 		t.Errorf("send with every flag (--token from its variable) = %v, ran %d", err, ran)
+	}
+}
+
+// --version says the module's version, the commit and the Go release.
+func TestVersion(t *testing.T) {
+	info := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}
+	if got, want := versionOf(info), "v1.2.3 commit 0123456789ab+dirty go1.26.0"; got != want {
+		t.Errorf("versionOf = %q, want %q", got, want)
+	}
+	if got, want := versionOf(&debug.BuildInfo{GoVersion: "go1.26.0"}), "(devel) go1.26.0"; got != want {
+		t.Errorf("versionOf without a version = %q, want %q", got, want)
+	}
+	if Version() == "" {
+		t.Error("Version is empty")
 	}
 }
