@@ -77,6 +77,12 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 		k.next = instantOf(maxTime(k.next.time(), t.due)) // the downstream asked the key to wait
 		k.paused = instantOf(maxTime(k.paused.time(), t.due))
 	}
+	// The retry waits for its backoff and for the key's next slot: the
+	// later of the two is when it runs, as the log and the event say.
+	retryAt := t.due
+	if t.deadReason == "" {
+		retryAt = maxTime(retryAt, k.next.time())
+	}
 	if pause != nil && pause.NotAttempted {
 		// Waiting for room is not an attempt; say once that it waited.
 		if n := len(t.history); n == 0 || !strings.Contains(t.history[n-1], " waiting: ") {
@@ -84,14 +90,11 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 		}
 	} else {
 		t.note(fmt.Sprintf("%s attempt %d: %v", s.started.UTC().Format(time.RFC3339Nano), t.msg.Attempt-1, s.err))
-		d.log.Warn("drain: delivery failed", "key", k.name, "job", t.msg.ID, "failures", t.failures, "retry_in", wait, "err", s.err)
+		d.log.Warn("drain: delivery failed", "key", k.name, "job", t.msg.ID, "failures", t.failures,
+			"retry_in", max(retryAt.Sub(now), 0).Round(time.Millisecond), "backoff", wait.Round(time.Millisecond), "err", s.err)
 	}
 	// Reported once complete, before the key is released: a job's dead
 	// letter or the key's next delivery (its next step) cannot overtake it.
-	retryAt := t.due
-	if t.deadReason == "" {
-		retryAt = maxTime(retryAt, k.next.time())
-	}
 	s.failure = &Event{Key: t.msg.Key, ID: t.msg.ID, Attempt: t.msg.Attempt, Enqueued: t.msg.EnqueuedAt, Scheduled: s.scheduled,
 		Started: s.started, Err: s.err, RetryAt: retryAt, Attempted: Attempted(s.err)}
 }

@@ -1,0 +1,73 @@
+package drain_test
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shaper-dev/shaper/drain"
+)
+
+// The log of a failed delivery says when the retry runs: the later of its
+// backoff and the key's next slot. At 6/m with a 1 s backoff, every retry
+// waits for the slot, 10 s on, and the log says so (it said the backoff).
+func TestFailureLogSaysWhenTheRetryRuns(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			var (
+				mu     sync.Mutex
+				logged bytes.Buffer
+			)
+			log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+			pace := drain.Pace{Interval: 10 * time.Second, Retry: drain.Retry{Attempts: 10, Backoff: time.Second}}
+			r := newMemRig(t, 10, pace, drain.Config{Jitter: func() float64 { return 1 }, Logger: log})
+			l := newFlightLog(r, 0)
+			l.fail = func(d *drain.Delivery) error {
+				if d.Msg.Attempt <= 3 {
+					return fmt.Errorf("%w: consumer error", drain.ErrDelivery)
+				}
+				return nil
+			}
+			r.admit("k", 1)
+			r.d.Start(t.Context())
+			r.sink.wait(t, 1, 5*time.Minute)
+
+			starts := l.of("k")
+			if len(starts) != 4 {
+				t.Fatalf("%d attempts, want 4: %+v", len(starts), starts)
+			}
+			mu.Lock()
+			lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+			mu.Unlock()
+			if len(lines) != 3 {
+				t.Fatalf("logged %d lines, want one per failure:\n%s", len(lines), strings.Join(lines, "\n"))
+			}
+			for i, line := range lines {
+				gap := starts[i+1].at.Sub(starts[i].at)
+				if want := "retry_in=" + gap.String(); !strings.Contains(line, want) {
+					t.Errorf("failure %d logged %q; the retry ran %s later, want %s", i+1, line, gap, want)
+				}
+				if gap < 10*time.Second {
+					t.Errorf("retry %d ran %s after the failure, before the key's next slot", i+1, gap)
+				}
+			}
+		})
+	})
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
