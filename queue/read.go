@@ -130,7 +130,7 @@ func (q *Queue) decode(seq uint64, token string, h nats.Header, data []byte, sto
 	switch named := h.Get(HeaderKey); {
 	case err != nil:
 		bad = append(bad, fmt.Sprintf("subject token %q is not a key's encoding (%v)", token, err))
-	case named != "" && named != key && named != headerForm(key):
+	case named != "" && named != key && named != HeaderForm(key):
 		bad = append(bad, fmt.Sprintf("its %s header %q is not the key of its subject token %q", HeaderKey, clip(named), token))
 		m.Key = key
 	default:
@@ -151,9 +151,11 @@ func (q *Queue) decode(seq uint64, token string, h nats.Header, data []byte, sto
 	return m
 }
 
-// headerForm is key as a NATS header carries it: CR and LF turned into
-// spaces, white space at either end trimmed.
-func headerForm(key string) string {
+// HeaderForm is key as a NATS header carries it: CR and LF turned into
+// spaces, white space at either end trimmed. A consumer given a
+// Shaper-Key header of that form reads the exact key from the subject's
+// last token (DecodeKey).
+func HeaderForm(key string) string {
 	return strings.TrimSpace(strings.NewReplacer("\r", " ", "\n", " ").Replace(key))
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shaper-dev/shaper/internal/cmdline"
+	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
@@ -101,6 +103,11 @@ func parseDelivery(m *nats.Msg, at time.Time) delivery {
 	}
 	if k := m.Header.Values(client.HeaderKey); len(k) > 0 {
 		d.Key = k[0] // may be empty: the header is authoritative
+		// unless it is the header's form of the key of the subject's last
+		// token (a line break or white space at an end it cannot carry).
+		if key, err := queue.DecodeKey(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]); err == nil && key != d.Key && queue.HeaderForm(key) == d.Key {
+			d.Key = key
+		}
 	}
 	d.ID = m.Header.Get(client.HeaderJobID)
 	d.Policy = m.Header.Get(client.HeaderPolicy)

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 func TestSink(t *testing.T) {
@@ -228,5 +230,26 @@ func TestSinkKeysPerPolicy(t *testing.T) {
 	_, perKey := m.stop()
 	if len(perKey) != 2 || perKey[0].Policy != "orders" || perKey[0].Deliveries != 2 || perKey[1].Policy != "emails" || perKey[1].Deliveries != 1 {
 		t.Errorf("per key: %+v, want orders/k0 with 2 deliveries, then emails/k0 with 1", perKey)
+	}
+}
+
+// A key a NATS header cannot carry (a line break, white space at an end)
+// is read from the subject's token; any other header is taken as it is.
+func TestParseDeliveryKey(t *testing.T) {
+	for _, key := range []string{"x\ny", " lead", "a\r\nX-Evil: 1", "plain", "é/ü"} {
+		token, err := queue.EncodeKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg("shaper.out.orders." + token)
+		m.Header.Set(client.HeaderKey, queue.HeaderForm(key))
+		if got := parseDelivery(m, time.Now()).Key; got != key {
+			t.Errorf("key %q delivered with header %q: read %q, want the key", key, queue.HeaderForm(key), got)
+		}
+	}
+	m := nats.NewMsg("shaper.out.orders.k1")
+	m.Header.Set(client.HeaderKey, "from a webhook bridge")
+	if got := parseDelivery(m, time.Now()).Key; got != "from a webhook bridge" {
+		t.Errorf("a header that is no form of the token's key: read %q, want the header", got)
 	}
 }
