@@ -43,8 +43,10 @@
 //
 // sink subscribes to the delivery subjects (default shaper.out.>), answers
 // every delivery that has a reply subject with an empty message, and reports
-// per key (from the Shaper-Key header): deliveries, distinct job ids
-// (Shaper-Job-Id), duplicates, the achieved rate (deliveries-1)/(last-first),
+// per key (from the Shaper-Key header, or the subject's token when the
+// header could not carry the key): deliveries, distinct job ids
+// (Shaper-Job-Id), duplicates, the achieved rate over the key's busy
+// stretches (a gap over twice its median, and over 1 s, is idle time),
 // the min, p50 and p99 gap between deliveries, the most deliveries in any
 // closed 1-second window, and the p50 and p99 time in queue (receive time
 // minus Shaper-Enqueued-At). It stops after --duration, after --expect

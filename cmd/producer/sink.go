@@ -364,7 +364,7 @@ func printSinkReport(w io.Writer, r sinkReport) error {
 	fmt.Fprintln(tw, "policy\tkey\tdeliveries\tdistinct\tdups\trate/s\tgap min ms\tgap p50 ms\tgap p99 ms\tmax in 1s\tin queue p50 ms\tin queue p99 ms")
 	row := func(s keySummary) {
 		fmt.Fprintf(tw, "%s\t%q\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
-			cmp.Or(s.Policy, "-"), s.Key, s.Deliveries, s.Distinct, s.Duplicates, s.RatePerSec,
+			cmp.Or(s.Policy, "-"), s.Key, s.Deliveries, s.Distinct, s.Duplicates, s.BusyRatePerSec,
 			s.GapMinMs, s.GapP50Ms, s.GapP99Ms, s.MaxPerSecond, s.LatencyP50Ms, s.LatencyP99Ms)
 	}
 	for _, s := range r.PerKey[:min(len(r.PerKey), sinkTopKeys)] {
@@ -372,10 +372,13 @@ func printSinkReport(w io.Writer, r sinkReport) error {
 	}
 	t := r.Totals
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n",
-		t.Deliveries, t.Distinct, t.Duplicates, t.RatePerSec,
+		t.Deliveries, t.Distinct, t.Duplicates, t.BusyRatePerSec,
 		t.GapMinMs, t.GapP50Ms, t.GapP99Ms, t.MaxPerSecond, t.LatencyP50Ms, t.LatencyP99Ms)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if slices.ContainsFunc(r.PerKey, func(s keySummary) bool { return s.IdleGaps > 0 }) {
+		fmt.Fprintln(w, "rate/s leaves out idle time: a gap over twice the key's median gap, and over 1 s (over the whole span: rate_per_s of --json)")
 	}
 	if more := len(r.PerKey) - sinkTopKeys; more > 0 {
 		_, err := fmt.Fprintf(w, "(%d more keys not shown; --json lists every key)\n", more)

@@ -85,20 +85,53 @@ func (k *keyStats) rate() float64 {
 	return float64(k.deliveries-1) / span.Seconds()
 }
 
+// busyRate is the delivery rate over the stream's busy stretches: a gap
+// longer than idleGap(median gap) is time nobody sent anything, left out
+// with the delivery ending it. With no such gap it is rate. idle counts
+// the gaps left out.
+func (k *keyStats) busyRate() (rate float64, idle int) {
+	if len(k.gaps) == 0 {
+		return 0, 0
+	}
+	limit := idleGap(percentile(sortedCopy(k.gaps), 0.5))
+	var busy time.Duration
+	n := 0
+	for _, g := range k.gaps {
+		if g > limit {
+			idle++
+			continue
+		}
+		busy += g
+		n++
+	}
+	if busy <= 0 {
+		return 0, idle
+	}
+	return float64(n) / busy.Seconds(), idle
+}
+
+// idleGap is the longest gap between two deliveries that still counts as
+// busy, given the median gap: twice it, and at least a second.
+func idleGap(median time.Duration) time.Duration { return max(2*median, time.Second) }
+
 // keySummary is the report of one keyStats, as printed by the sink.
 type keySummary struct {
-	Policy       string  `json:"policy,omitempty"` // per key: the policy the key's deliveries came from
-	Key          string  `json:"key"`
-	Deliveries   int     `json:"deliveries"`
-	Distinct     int     `json:"distinct"`
-	Duplicates   int     `json:"duplicates"`
-	RatePerSec   float64 `json:"rate_per_s"`
-	GapMinMs     float64 `json:"gap_min_ms"`
-	GapP50Ms     float64 `json:"gap_p50_ms"`
-	GapP99Ms     float64 `json:"gap_p99_ms"`
-	MaxPerSecond int     `json:"max_in_1s"`
-	LatencyP50Ms float64 `json:"queue_latency_p50_ms"`
-	LatencyP99Ms float64 `json:"queue_latency_p99_ms"`
+	Policy     string  `json:"policy,omitempty"` // per key: the policy the key's deliveries came from
+	Key        string  `json:"key"`
+	Deliveries int     `json:"deliveries"`
+	Distinct   int     `json:"distinct"`
+	Duplicates int     `json:"duplicates"`
+	RatePerSec float64 `json:"rate_per_s"`
+	// BusyRatePerSec leaves out the idle stretches (busyRate); IdleGaps
+	// counts them.
+	BusyRatePerSec float64 `json:"busy_rate_per_s"`
+	IdleGaps       int     `json:"idle_gaps,omitempty"`
+	GapMinMs       float64 `json:"gap_min_ms"`
+	GapP50Ms       float64 `json:"gap_p50_ms"`
+	GapP99Ms       float64 `json:"gap_p99_ms"`
+	MaxPerSecond   int     `json:"max_in_1s"`
+	LatencyP50Ms   float64 `json:"queue_latency_p50_ms"`
+	LatencyP99Ms   float64 `json:"queue_latency_p99_ms"`
 }
 
 // summary reports k under the name key.
@@ -120,6 +153,7 @@ func (k *keyStats) summary(key string) keySummary {
 	if len(gaps) > 0 {
 		s.GapMinMs = ms(gaps[0])
 	}
+	s.BusyRatePerSec, s.IdleGaps = k.busyRate()
 	return s
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -120,5 +121,33 @@ func TestPercentile(t *testing.T) {
 		if got := percentile(tt.in, tt.p); got != tt.want {
 			t.Errorf("percentile(%d values, %v) = %v, want %v", len(tt.in), tt.p, got, tt.want)
 		}
+	}
+}
+
+// Two bursts two minutes apart: the key was delivered at 20/s while it was
+// busy, and rate/s says so; the rate over the whole span does not.
+func TestBusyRate(t *testing.T) {
+	var k keyStats
+	t0 := time.Unix(0, 0)
+	for burst := range 2 {
+		start := t0.Add(time.Duration(burst) * 2 * time.Minute)
+		for i := range 40 {
+			k.add(fmt.Sprint(burst, i), start.Add(time.Duration(i)*50*time.Millisecond), time.Time{})
+		}
+	}
+	s := k.summary("k0")
+	if math.Abs(s.BusyRatePerSec-20) > 0.01 || s.IdleGaps != 1 {
+		t.Errorf("busy rate %.3f/s over %d idle gaps, want 20/s and 1", s.BusyRatePerSec, s.IdleGaps)
+	}
+	if s.RatePerSec > 1 {
+		t.Errorf("rate over the span %.3f/s, want under 1/s", s.RatePerSec)
+	}
+	// A steady slow key (6/m) has no idle gap: its busy rate is its rate.
+	var slow keyStats
+	for i := range 5 {
+		slow.add(fmt.Sprint(i), t0.Add(time.Duration(i)*10*time.Second), time.Time{})
+	}
+	if s := slow.summary("slow"); s.IdleGaps != 0 || s.BusyRatePerSec != s.RatePerSec {
+		t.Errorf("6/m: busy rate %.4f, rate %.4f, %d idle gaps; want the same rate and none", s.BusyRatePerSec, s.RatePerSec, s.IdleGaps)
 	}
 }
