@@ -189,3 +189,51 @@ func TestAttemptsCountAcrossRestarts(t *testing.T) {
 		t.Fatal("no delivery after the restart")
 	}
 }
+
+// A job admitted while its key's deliveries find no consumer is answered
+// 202 saying so (waiting_for_consumer_since), over HTTP and NATS, from the
+// same answer of the drain as its ETA: the ETA holds once one subscribes.
+// Once a consumer answers, a 202 no longer says it.
+func TestAcceptedSaysItWaitsForAConsumer(t *testing.T) {
+	type submitter interface {
+		Submit(ctx context.Context, policy, key string, payload []byte, opts ...client.SubmitOption) (client.Result, error)
+	}
+	r := start(t, "policies:\n  - {name: p, outflow: 20/s, queue: 100}\n")
+	api, err := client.New(r.base, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overNATS, err := client.NewNATS(r.nc, client.NATSConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a 202 saying no consumer answers", 10*time.Second, func() bool {
+		a := r.post(t, "p", "k", []byte("x"))
+		since, _ := a.body["waiting_for_consumer_since"].(string)
+		at, err := time.Parse(time.RFC3339, since)
+		return a.code == 202 && err == nil && time.Since(at) < time.Minute
+	})
+	for name, s := range map[string]submitter{"http": api, "nats": overNATS} {
+		res, err := s.Submit(t.Context(), "p", "k", []byte("x"))
+		if err != nil || res.Outcome != client.OutcomeAccepted || res.WaitingForConsumer.IsZero() {
+			t.Errorf("%s: Submit = %+v, %v; want accepted, waiting for a consumer", name, res, err)
+		}
+	}
+
+	sub, err := r.nc.Subscribe("shaper.out.p.>", func(m *nats.Msg) { m.Respond(nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	waitFor(t, "a 202 without waiting_for_consumer_since", 10*time.Second, func() bool {
+		a := r.post(t, "p", "k", []byte("x"))
+		_, waiting := a.body["waiting_for_consumer_since"]
+		return a.code == 202 && !waiting
+	})
+	for name, s := range map[string]submitter{"http": api, "nats": overNATS} {
+		res, err := s.Submit(t.Context(), "p", "k", []byte("x"))
+		if err != nil || res.Outcome != client.OutcomeAccepted || !res.WaitingForConsumer.IsZero() {
+			t.Errorf("%s: Submit with a consumer = %+v, %v; want accepted, no wait for a consumer", name, res, err)
+		}
+	}
+}

@@ -51,6 +51,11 @@ type Accepted struct {
 	// Idempotency-Key within the duplicate window: nothing new was stored,
 	// and ID is the first one's.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// WaitingForConsumer is since when the deliveries of the job's key
+	// have found no consumer (nobody subscribed to the policy's deliver
+	// subject); absent while they find one. ETAMs holds once one
+	// subscribes.
+	WaitingForConsumer time.Time `json:"waiting_for_consumer_since,omitzero"`
 }
 
 // Problem is the RFC 9457 problem detail (application/problem+json) of
@@ -117,8 +122,9 @@ type Reply struct {
 	// Deferred is Status == ReplyDeferred; the shaper sends it with the
 	// refusals only (rejected, deferred).
 	Deferred bool `json:"deferred"`
-	// Duplicate is as in Accepted.
-	Duplicate bool `json:"duplicate,omitempty"`
+	// Duplicate and WaitingForConsumer are as in Accepted.
+	Duplicate          bool      `json:"duplicate,omitempty"`
+	WaitingForConsumer time.Time `json:"waiting_for_consumer_since,omitzero"`
 	// Code is the HTTP status code the same submission would have been
 	// answered with (202, 429, 400, 404, 413, 503).
 	Code int `json:"code"`

@@ -149,7 +149,7 @@ func resultOf(subject string, r Reply) (Result, error) {
 	switch r.Status {
 	case ReplyQueued:
 		return Result{Outcome: OutcomeAccepted, ID: r.ID, Policy: r.Policy, Key: r.Key, Queued: r.Queued,
-			ETA: time.Duration(r.ETAMs) * time.Millisecond, Duplicate: r.Duplicate}, nil
+			ETA: time.Duration(r.ETAMs) * time.Millisecond, Duplicate: r.Duplicate, WaitingForConsumer: r.WaitingForConsumer}, nil
 	case ReplyRejected, ReplyDeferred:
 		return refusal(r.Status == ReplyDeferred, r.ID, r.Policy, r.Key, r.Queued, r.Error, after), nil
 	}

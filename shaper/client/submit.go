@@ -70,6 +70,10 @@ type Result struct {
 	Duplicate bool
 	// Detail is the shaper's explanation of a 429.
 	Detail string
+	// WaitingForConsumer is, for an accepted job, since when the
+	// deliveries of its key have found no consumer (zero while they find
+	// one): ETA holds once one subscribes.
+	WaitingForConsumer time.Time
 	// Attempts is how many submissions were made: more than 1 after
 	// WithRetry waited for a refusal's RetryAfter.
 	Attempts int
@@ -170,7 +174,7 @@ func (c *Client) submit(ctx context.Context, path string, payload []byte, o *sub
 			return res, fmt.Errorf("client: POST %s: 202 with %w: %v", path, ErrBadAnswer, err)
 		}
 		res.ID, res.Policy, res.Key, res.Queued, res.Duplicate = a.ID, a.Policy, a.Key, a.Queued, a.Duplicate
-		res.ETA = time.Duration(a.ETAMs) * time.Millisecond
+		res.ETA, res.WaitingForConsumer = time.Duration(a.ETAMs)*time.Millisecond, a.WaitingForConsumer
 		return res, nil
 	case http.StatusTooManyRequests:
 		// A 429 without a problem (a proxy's) is a refusal all the same.

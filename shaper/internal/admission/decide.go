@@ -323,7 +323,16 @@ func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now
 	if !p.Total.IsZero() || p.Concurrency.Total > 0 {
 		wait = awaitSeen
 	}
-	st, eta := g.drained.Stored(token, rec.Seq, now, wait)
+	var (
+		st      drain.KeyStatus
+		eta     time.Duration
+		waiting time.Time
+	)
+	if cv, ok := g.drained.(ConsumerView); ok {
+		st, eta, waiting = cv.StoredConsumer(token, rec.Seq, now, wait)
+	} else {
+		st, eta = g.drained.Stored(token, rec.Seq, now, wait)
+	}
 	queued := max(st.Queued, 1)
 	interval := p.Outflow.Interval()
 	return Decision{
@@ -338,7 +347,8 @@ func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now
 			Remaining: max(int64(p.Queue)-queued, 0),
 			Reset:     eta + interval,
 		},
-		Window: time.Duration(p.Queue) * interval,
+		Window:             time.Duration(p.Queue) * interval,
+		WaitingForConsumer: waiting,
 	}
 }
 

@@ -48,6 +48,9 @@ type ConsumerView interface {
 	// the key's drainer have found no consumer: the zero time when the
 	// last was taken, or when it is not known.
 	KeyConsumer(token string, now time.Time) (drain.KeyStatus, time.Time)
+	// StoredConsumer is Stored with, in the same answer, since when the
+	// key's drainer's deliveries have found no consumer.
+	StoredConsumer(token string, seq uint64, now time.Time, wait time.Duration) (drain.KeyStatus, time.Duration, time.Time)
 }
 
 // Config holds a Gate's optional settings; the zero value means an
@@ -234,6 +237,10 @@ type Decision struct {
 	Window time.Duration
 	// Reason says in words why the job was not accepted.
 	Reason string
+	// WaitingForConsumer is, for an accepted job, since when the
+	// deliveries of its key's drainer have found no consumer (zero while
+	// they find one): its ETA holds once one subscribes.
+	WaitingForConsumer time.Time
 	// Err is the cause of an Unavailable or Invalid decision.
 	Err error
 }

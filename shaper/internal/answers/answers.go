@@ -109,7 +109,7 @@ type question struct {
 type reply struct {
 	Status drain.KeyStatus `json:"status"`
 	In     time.Duration   `json:"in"` // start, stored: from the holder's now
-	// Waiting, for key: since when the holder's deliveries of the policy
+	// Waiting, for key and stored: since when the holder's deliveries of the policy
 	// have found no consumer (Config.Waiting); absent when the last was
 	// taken, and from a shaper that does not say.
 	Waiting time.Time `json:"waiting,omitzero"`
@@ -218,6 +218,7 @@ func (v *View) answer(d *drain.Drainer, m *nats.Msg) {
 		r.In = d.StartIn(q.Token, q.N, now)
 	case "stored":
 		r.Status, r.In = d.Stored(q.Token, q.Seq, now, q.Wait)
+		r.Waiting = v.waiting()
 	default:
 		return
 	}
@@ -317,6 +318,22 @@ func (v *View) Stored(token string, seq uint64, now time.Time, wait time.Duratio
 		return r.Status, r.In
 	}
 	return v.g.Stored(token, seq, now, wait)
+}
+
+// StoredConsumer is Stored with, in the same answer of the key's
+// partition's drainer, since when its deliveries have found no consumer
+// (as KeyConsumer says it): the ETA of a job admitted while nobody takes
+// the policy's deliveries holds only once one subscribes.
+func (v *View) StoredConsumer(token string, seq uint64, now time.Time, wait time.Duration) (drain.KeyStatus, time.Duration, time.Time) {
+	if r, ok := v.ask(question{Op: "stored", Token: token, Seq: seq, Wait: wait}); ok {
+		return r.Status, r.In, r.Waiting
+	}
+	var waiting time.Time
+	if v.g.Part(drain.PartitionOf(token, v.g.Partitions())).Active() {
+		waiting = v.waiting() // this shaper delivers the key
+	}
+	st, in := v.g.Stored(token, seq, now, wait)
+	return st, in, waiting
 }
 
 // Leaving reports whether this shaper still answers for a partition it

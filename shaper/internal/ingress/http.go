@@ -85,7 +85,8 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 			Queued    int64  `json:"queued"`
 			ETAms     int64  `json:"eta_ms"`
 			Duplicate bool   `json:"duplicate,omitempty"`
-		}{a.ID, a.Policy, a.Key, a.Queued, a.ETAms, a.Duplicate})
+			Waiting   string `json:"waiting_for_consumer_since,omitempty"`
+		}{a.ID, a.Policy, a.Key, a.Queued, a.ETAms, a.Duplicate, a.WaitingSince})
 		return
 	}
 	p := httpapi.Problem{
