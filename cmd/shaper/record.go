@@ -87,8 +87,12 @@ func runRecord(c *cli.Context) error {
 	if stats.Shapers == 1 {
 		shapers = "1 shaper"
 	}
+	span := time.Since(rec.origin) // the rows after --duration are not written: nor is the time it took to stop
+	if d > 0 {
+		span = min(span, d)
+	}
 	fmt.Fprintf(c.App.ErrWriter, "record: %d submissions of policy %s from %s over %s (%s); %d lost, %d written late\n",
-		rec.written, policy, shapers, time.Since(rec.origin).Round(time.Second), rec.outcomes(), stats.Lost, rec.late)
+		rec.written, policy, shapers, span.Round(time.Second), rec.outcomes(), stats.Lost, rec.late)
 	return nil
 }
 

@@ -31,7 +31,7 @@ func TestRecordCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, stderr)
 	}
-	if !strings.Contains(stderr, "of policy orders from 1 shaper") || !strings.Contains(stderr, "0 lost") {
+	if !strings.Contains(stderr, "of policy orders from 1 shaper over 2s") || !strings.Contains(stderr, "0 lost") {
 		t.Errorf("record's summary: %q", stderr)
 	}
 	f, err := os.Open(out)
