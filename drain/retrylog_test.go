@@ -1,16 +1,15 @@
 package drain_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/shaper-dev/shaper/drain"
+	"github.com/shaper-dev/shaper/internal/testenv"
 )
 
 // The log of a failed delivery says when the retry runs: the later of its
@@ -19,11 +18,8 @@ import (
 func TestFailureLogSaysWhenTheRetryRuns(t *testing.T) {
 	noDeadlock(t, func() {
 		synctest.Test(t, func(t *testing.T) {
-			var (
-				mu     sync.Mutex
-				logged bytes.Buffer
-			)
-			log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+			var logged testenv.Buffer
+			log := slog.New(slog.NewTextHandler(&logged, nil))
 			pace := drain.Pace{Interval: 10 * time.Second, Retry: drain.Retry{Attempts: 10, Backoff: time.Second}}
 			r := newMemRig(t, 10, pace, drain.Config{Jitter: func() float64 { return 1 }, Logger: log})
 			l := newFlightLog(r, 0)
@@ -41,9 +37,7 @@ func TestFailureLogSaysWhenTheRetryRuns(t *testing.T) {
 			if len(starts) != 4 {
 				t.Fatalf("%d attempts, want 4: %+v", len(starts), starts)
 			}
-			mu.Lock()
 			lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
-			mu.Unlock()
 			if len(lines) != 3 {
 				t.Fatalf("logged %d lines, want one per failure:\n%s", len(lines), strings.Join(lines, "\n"))
 			}
@@ -58,16 +52,4 @@ func TestFailureLogSaysWhenTheRetryRuns(t *testing.T) {
 			}
 		})
 	})
-}
-
-// lockedWriter serializes writes to w.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

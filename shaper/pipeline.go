@@ -40,10 +40,6 @@ type served struct {
 	override   atomic.Bool        // the live policy is a stored override
 	stopLease  context.CancelFunc // stops holding the policy's drain lease
 	answers    *answers.View      // what admission asks the drain: the partitions' holders
-	// waiting returns since when this shaper's deliveries of the policy
-	// have found no consumer (drain.NATSSink.Waiting); nil when its
-	// deliveries are not NATS requests.
-	waiting func() time.Time
 }
 
 // openPipeline opens p's streams (queue, deferred jobs, dead letters) with
@@ -108,7 +104,6 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 	// passive drainer: the answers come from the schedule that delivers,
 	// and whether a consumer takes its deliveries from the sink that
 	// delivers them.
-	sv.waiting = waiting
 	sv.answers = answers.New(s.nc, p.Name, line.Drain, answers.Config{Logger: s.log, Waiting: waiting})
 	line.Gate.Attach(sv.answers, line.DeferDrain)
 	line.Start(runCtx)

@@ -128,11 +128,9 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 	}
 	st.DirectLane, st.DirectLaneRefused = line.Gate.DirectLane()
 	st.DrainingPartitions = append([]int{}, line.Drain.ActiveParts()...)
-	if line.waiting != nil && st.Draining {
-		if since := line.waiting(); !since.IsZero() {
-			since = since.UTC()
-			st.WaitingForConsumer = &since
-		}
+	if since := line.answers.Waiting(); !since.IsZero() {
+		since = since.UTC()
+		st.WaitingForConsumer = &since
 	}
 	t.mu.RLock()
 	deadCount := t.deadCount

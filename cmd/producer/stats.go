@@ -85,29 +85,21 @@ func (k *keyStats) rate() float64 {
 	return float64(k.deliveries-1) / span.Seconds()
 }
 
-// busyRate is the delivery rate over the stream's busy stretches: a gap
-// longer than idleGap(median gap) is time nobody sent anything, left out
-// with the delivery ending it. With no such gap it is rate. idle counts
-// the gaps left out.
-func (k *keyStats) busyRate() (rate float64, idle int) {
-	if len(k.gaps) == 0 {
-		return 0, 0
-	}
-	limit := idleGap(percentile(sortedCopy(k.gaps), 0.5))
+// busyRate is the delivery rate over a stream's busy stretches, given its
+// gaps sorted ascending: a gap longer than idleGap(median gap) is time
+// nobody sent anything, left out with the delivery ending it. With no such
+// gap it is keyStats.rate. idle counts the gaps left out.
+func busyRate(sorted []time.Duration) (rate float64, idle int) {
+	limit := idleGap(percentile(sorted, 0.5))
+	n, _ := slices.BinarySearch(sorted, limit+1) // the gaps up to limit
 	var busy time.Duration
-	n := 0
-	for _, g := range k.gaps {
-		if g > limit {
-			idle++
-			continue
-		}
+	for _, g := range sorted[:n] {
 		busy += g
-		n++
 	}
 	if busy <= 0 {
-		return 0, idle
+		return 0, len(sorted) - n
 	}
-	return float64(n) / busy.Seconds(), idle
+	return float64(n) / busy.Seconds(), len(sorted) - n
 }
 
 // idleGap is the longest gap between two deliveries that still counts as
@@ -153,7 +145,7 @@ func (k *keyStats) summary(key string) keySummary {
 	if len(gaps) > 0 {
 		s.GapMinMs = ms(gaps[0])
 	}
-	s.BusyRatePerSec, s.IdleGaps = k.busyRate()
+	s.BusyRatePerSec, s.IdleGaps = busyRate(gaps)
 	return s
 }
 

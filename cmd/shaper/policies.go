@@ -164,17 +164,16 @@ func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
 	return change, len(body) > 0, nil
 }
 
-// refusedName is the error of policies set or reset (command) when the
-// shaper refused what it was given: an unknown policy (404) or a value it
-// refuses (400) is a bad command line too, whichever side could tell:
-// exit 2, as the values the command checks itself. nil for any other
-// answer.
-func refusedName(err error, command string) error {
+// changeError is the error of policies set or reset (command) failing with
+// err: an unknown policy (404) or a value the shaper refuses (400) is a
+// bad command line too, whichever side could tell: exit 2, as the values
+// the command checks itself; any other failure is apiError's.
+func changeError(err error, command string) error {
 	var refused *client.Error
 	if errors.As(err, &refused) && (refused.StatusCode == http.StatusBadRequest || refused.StatusCode == http.StatusNotFound) {
 		return cli.Exit("shaper policies "+command+": "+refused.Problem.Detail, cmdline.ExitUsage)
 	}
-	return nil
+	return apiError(err)
 }
 
 // setFlags are the flags of policies set.
@@ -223,11 +222,8 @@ func policiesCommand() *cli.Command {
 					return err
 				}
 				p, err := api.SetPolicy(c.Context, c.Args().First(), change)
-				if err := refusedName(err, "set"); err != nil {
-					return err
-				}
 				if err != nil {
-					return apiError(err)
+					return changeError(err, "set")
 				}
 				showPolicy(c, p)
 				return nil
@@ -246,11 +242,8 @@ func policiesCommand() *cli.Command {
 					return err
 				}
 				p, err := api.ResetPolicy(c.Context, c.Args().First())
-				if err := refusedName(err, "reset"); err != nil {
-					return err
-				}
 				if err != nil {
-					return apiError(err)
+					return changeError(err, "reset")
 				}
 				fmt.Fprintf(c.App.Writer, "%s: back to the policy file, no live change kept\n", p.Name)
 				showPolicy(c, p)

@@ -18,7 +18,6 @@ import (
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/replay"
-	"github.com/shaper-dev/shaper/shaper/traffic"
 )
 
 func tuneCommand() *cli.Command {
@@ -74,6 +73,7 @@ type tuning struct {
 	grid    replay.Grid
 	targets replay.Targets
 	down    replay.Downstream
+	facts   traceFacts // the trace, read through once before any replay
 }
 
 func tuningFrom(c *cli.Context) (tuning, error) {
@@ -99,8 +99,13 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 		return t, cli.Exit(fmt.Sprintf("tune: --policy: %s has no policy %q; it has %s%s", c.String("policy-file"), t.policy,
 			strings.Join(names, ", "), suggest.Hint(t.policy, names)), 2)
 	}
-	if err := checkTrace(t.trace); err != nil {
+	// Read through once before any replay: a trace that is not one is a
+	// bad --trace, said once (not by every candidate's replay).
+	if t.facts, err = readTraceFacts(t.trace, p.Queue); err != nil {
 		return t, cli.Exit("tune: --trace: "+err.Error(), 2)
+	}
+	if t.facts.submissions() == 0 {
+		return t, cli.Exit(fmt.Sprintf("tune: --trace: %s holds no submissions: nothing to replay (record one with shaper record or producer trace)", t.trace), 2)
 	}
 	var downstream policies.Rate
 	if t.targets, downstream, err = targetsFrom(c); err != nil {
@@ -130,25 +135,6 @@ func holdRejections(t *replay.Targets, current *replay.Result) bool {
 	v := current.RejectedShare()
 	t.MaxReject = &v
 	return true
-}
-
-// checkTrace refuses a trace that cannot be replayed before any replay
-// starts: one that does not open, is not a trace (its header or first
-// record does not parse), or holds no submission.
-func checkTrace(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = traffic.NewReader(f).Read()
-	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s holds no submissions: nothing to replay (record one with shaper record or producer trace)", path)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "traffic: "))
-	}
-	return nil
 }
 
 // downFrom returns the downstream --down describes.
@@ -262,12 +248,6 @@ func runTune(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit("tune: "+err.Error(), 2)
 	}
-	// Read through once before any replay: a record that does not parse
-	// is a bad --trace, said once (not by every candidate's replay).
-	facts, err := readTraceFacts(t.trace, candidates[current].Queue)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("tune: --trace: %s: %s", t.trace, strings.TrimPrefix(err.Error(), "traffic: ")), 2)
-	}
 	src := func() (io.ReadCloser, error) { return os.Open(t.trace) }
 	if os.Getenv("GOGC") == "" {
 		// A replay's heap is small and bounded by the keys (tens of MB),
@@ -298,7 +278,7 @@ func runTune(c *cli.Context) error {
 	choice := replay.Choose(results, t.targets)
 	rep := tuneReport{Trace: t.trace, PolicyFile: c.String("policy-file"), Policy: t.policy, Current: current, Choice: choice,
 		Results: results, Targets: t.targets, ImplicitReject: implicit, Down: t.down, Took: time.Since(start)}
-	rep.Facts = facts
+	rep.Facts = t.facts
 	if c.Bool("json") {
 		err = rep.writeJSON(c.App.Writer)
 	} else {

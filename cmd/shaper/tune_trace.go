@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/shaper-dev/shaper/shaper/replay"
@@ -41,14 +42,26 @@ type backlog struct {
 }
 
 // readTraceFacts reads the trace at path for a policy of the given queue
-// size.
+// size. A trace that does not read is an error naming path and the line.
 func readTraceFacts(path string, queue int) (traceFacts, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return traceFacts{}, err
 	}
 	defer f.Close()
-	return traceFactsOf(traffic.NewReader(f), queue)
+	facts, err := traceFactsOf(traffic.NewReader(f), queue)
+	if err != nil {
+		return facts, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "traffic: "))
+	}
+	return facts, nil
+}
+
+// submissions is how many submissions the trace holds.
+func (f *traceFacts) submissions() (n uint64) {
+	for _, c := range f.Recorded {
+		n += c
+	}
+	return n
 }
 
 func traceFactsOf(r *traffic.Reader, queue int) (traceFacts, error) {

@@ -198,17 +198,9 @@ func Args(c *cli.Context, usage string, names ...string) error {
 	case len(got) < len(names):
 		return cli.Exit(fmt.Sprintf("%s: missing %s; usage: %s", fullName(c), strings.Join(names[len(got):], " "), usage), ExitUsage)
 	case len(got) > len(names):
-		return cli.Exit(fmt.Sprintf("%s: unexpected argument %q (it takes %s); usage: %s", fullName(c), got[len(names)], takes(names), usage), ExitUsage)
+		return cli.Exit(fmt.Sprintf("%s: unexpected argument %q (it takes %s); usage: %s", fullName(c), got[len(names)], strings.Join(names, " "), usage), ExitUsage)
 	}
 	return nil
-}
-
-// takes words the arguments a command takes: "NAME", "POLICY SEQ", "no arguments".
-func takes(names []string) string {
-	if len(names) == 0 {
-		return "no arguments"
-	}
-	return strings.Join(names, " ")
 }
 
 // flagNames lists the names of the flags of c's command (the app's at the

@@ -323,16 +323,7 @@ func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now
 	if !p.Total.IsZero() || p.Concurrency.Total > 0 {
 		wait = awaitSeen
 	}
-	var (
-		st      drain.KeyStatus
-		eta     time.Duration
-		waiting time.Time
-	)
-	if cv, ok := g.drained.(ConsumerView); ok {
-		st, eta, waiting = cv.StoredConsumer(token, rec.Seq, now, wait)
-	} else {
-		st, eta = g.drained.Stored(token, rec.Seq, now, wait)
-	}
+	st, eta, waiting := g.storedConsumer(token, rec.Seq, now, wait)
 	queued := max(st.Queued, 1)
 	interval := p.Outflow.Interval()
 	return Decision{
@@ -390,6 +381,18 @@ func (g *Gate) keyConsumer(token string, now time.Time) (drain.KeyStatus, time.T
 		return cv.KeyConsumer(token, now)
 	}
 	return g.drained.Key(token, now), time.Time{}
+}
+
+// storedConsumer is Stored's answer for the job stored at seq, and since
+// when the deliveries of the key's drainer have found no consumer, both in
+// one answer (ConsumerView; zero when they do, or when the View cannot
+// tell), as keyConsumer is Key's.
+func (g *Gate) storedConsumer(token string, seq uint64, now time.Time, wait time.Duration) (drain.KeyStatus, time.Duration, time.Time) {
+	if cv, ok := g.drained.(ConsumerView); ok {
+		return cv.StoredConsumer(token, seq, now, wait)
+	}
+	st, eta := g.drained.Stored(token, seq, now, wait)
+	return st, eta, time.Time{}
 }
 
 // waitingFor is what a full key's answer adds when the deliveries of its

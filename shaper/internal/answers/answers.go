@@ -294,11 +294,27 @@ func (v *View) KeyConsumer(token string, now time.Time) (drain.KeyStatus, time.T
 	if r, ok := v.ask(question{Op: "key", Token: token}); ok {
 		return r.Status, r.Waiting
 	}
-	var waiting time.Time
+	return v.g.Key(token, now), v.localWaiting(token)
+}
+
+// localWaiting is since when this shaper's deliveries have found no
+// consumer, when it delivers the key with token token (the zero time when
+// it does not: its own sink says nothing of the key then).
+func (v *View) localWaiting(token string) time.Time {
 	if v.g.Part(drain.PartitionOf(token, v.g.Partitions())).Active() {
-		waiting = v.waiting() // this shaper delivers the key
+		return v.waiting()
 	}
-	return v.g.Key(token, now), waiting
+	return time.Time{}
+}
+
+// Waiting is since when this shaper's deliveries of the policy have found
+// no consumer (Config.Waiting), while it delivers any of its partitions;
+// the zero time otherwise, and while they find one.
+func (v *View) Waiting() time.Time {
+	if v.Active() {
+		return v.waiting()
+	}
+	return time.Time{}
 }
 
 // StartIn returns when the key's n-th fresh job would start
@@ -314,10 +330,8 @@ func (v *View) StartIn(token string, n int64, now time.Time) time.Duration {
 // partition's drainer, which waits at most wait for its watch to report
 // the job.
 func (v *View) Stored(token string, seq uint64, now time.Time, wait time.Duration) (drain.KeyStatus, time.Duration) {
-	if r, ok := v.ask(question{Op: "stored", Token: token, Seq: seq, Wait: wait}); ok {
-		return r.Status, r.In
-	}
-	return v.g.Stored(token, seq, now, wait)
+	st, in, _ := v.StoredConsumer(token, seq, now, wait)
+	return st, in
 }
 
 // StoredConsumer is Stored with, in the same answer of the key's
@@ -328,12 +342,8 @@ func (v *View) StoredConsumer(token string, seq uint64, now time.Time, wait time
 	if r, ok := v.ask(question{Op: "stored", Token: token, Seq: seq, Wait: wait}); ok {
 		return r.Status, r.In, r.Waiting
 	}
-	var waiting time.Time
-	if v.g.Part(drain.PartitionOf(token, v.g.Partitions())).Active() {
-		waiting = v.waiting() // this shaper delivers the key
-	}
 	st, in := v.g.Stored(token, seq, now, wait)
-	return st, in, waiting
+	return st, in, v.localWaiting(token)
 }
 
 // Leaving reports whether this shaper still answers for a partition it

@@ -79,13 +79,13 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 	}
 	if a.Code == http.StatusAccepted {
 		httpapi.WriteJSON(w, a.Code, struct {
-			ID        string `json:"id"`
-			Policy    string `json:"policy"`
-			Key       string `json:"key"`
-			Queued    int64  `json:"queued"`
-			ETAms     int64  `json:"eta_ms"`
-			Duplicate bool   `json:"duplicate,omitempty"`
-			Waiting   string `json:"waiting_for_consumer_since,omitempty"`
+			ID        string    `json:"id"`
+			Policy    string    `json:"policy"`
+			Key       string    `json:"key"`
+			Queued    int64     `json:"queued"`
+			ETAms     int64     `json:"eta_ms"`
+			Duplicate bool      `json:"duplicate,omitempty"`
+			Waiting   time.Time `json:"waiting_for_consumer_since,omitzero"`
 		}{a.ID, a.Policy, a.Key, a.Queued, a.ETAms, a.Duplicate, a.WaitingSince})
 		return
 	}

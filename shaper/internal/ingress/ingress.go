@@ -151,11 +151,11 @@ type answer struct {
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
 	Duplicate    bool   `json:"duplicate,omitempty"`
 	// WaitingSince is, for a queued job, since when the deliveries of its
-	// key's drainer have found no consumer (RFC 3339): its ETA holds once
-	// one subscribes.
-	WaitingSince string `json:"waiting_for_consumer_since,omitempty"`
-	Code         int    `json:"code"`
-	Error        string `json:"error,omitempty"`
+	// key's drainer have found no consumer: its ETA holds once one
+	// subscribes.
+	WaitingSince time.Time `json:"waiting_for_consumer_since,omitzero"`
+	Code         int       `json:"code"`
+	Error        string    `json:"error,omitempty"`
 	// Deferred is set for the refusals only (status rejected or deferred):
 	// whether the job was kept.
 	Deferred *bool `json:"deferred,omitempty"`
@@ -190,9 +190,7 @@ func answerOf(sub submission, d admission.Decision) answer {
 	case admission.Accepted:
 		a.Status, a.Code = statusQueued, http.StatusAccepted
 		a.ID, a.Duplicate, a.Queued, a.ETAms = d.ID, d.Duplicate, d.Queued, httpapi.CeilMs(d.ETA)
-		if !d.WaitingForConsumer.IsZero() {
-			a.WaitingSince = d.WaitingForConsumer.UTC().Format(time.RFC3339)
-		}
+		a.WaitingSince = d.WaitingForConsumer.UTC()
 	case admission.Full, admission.Limited:
 		a.Status, a.Code, a.Deferred = statusRejected, http.StatusTooManyRequests, &notKept
 		a.Queued = d.Queued
