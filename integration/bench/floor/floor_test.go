@@ -10,7 +10,8 @@ import (
 
 // TestFloorSmoke runs the benchmark end to end, small (2,000 jobs over 50
 // keys, paced for 2 s), and checks that its table parses and that the
-// floor, the floor paced, the unpaced shaper and the paced shaper each have a non-zero
+// floor, the floor paced, the unpaced shaper, the paced shaper and the bare
+// paced hand-off (on the floor's server and embedded) each have a non-zero
 // throughput and CPU per delivery. The figures themselves are not judged.
 func TestFloorSmoke(t *testing.T) {
 	out := benchtest.Smoke(t, "nats-server and two shapers", 4*time.Minute,
@@ -26,9 +27,13 @@ func TestFloorSmoke(t *testing.T) {
 			rows["unpaced"] = row
 		case strings.HasPrefix(what, "shaper, paced"):
 			rows["paced"] = row
+		case strings.HasPrefix(what, "hand-off alone") && strings.Contains(what, "embedded"):
+			rows["bare hand-off"] = row
+		case strings.HasPrefix(what, "hand-off alone"):
+			rows["bare hand-off on nats-server"] = row
 		}
 	}
-	for _, name := range []string{"floor", "floor paced", "unpaced", "paced"} {
+	for _, name := range []string{"floor", "floor paced", "unpaced", "paced", "bare hand-off", "bare hand-off on nats-server"} {
 		row, ok := rows[name]
 		if !ok {
 			t.Errorf("no %s row in the table", name)
@@ -40,7 +45,7 @@ func TestFloorSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, target := range []string{"target: unpaced confirmed delivery", "target: paced delivery"} {
+	for _, target := range []string{"target: unpaced confirmed delivery", "target: paced delivery", "a bare request per hand-off"} {
 		if !strings.Contains(out, target) {
 			t.Errorf("no line %q", target)
 		}

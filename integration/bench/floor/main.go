@@ -19,7 +19,11 @@
 //     acks confirmed), measured like the shaper's paced row: what a plain
 //     pull consumer pays per delivery when hand-offs come one at a time.
 //     And the shaper paced on that same nats-server (--nats-url), server
-//     side nats-server + shaper: the like-for-like comparison.
+//     side nats-server + shaper: the like-for-like comparison. Then the
+//     bare hand-off at that rate on that server: nothing stored, read or
+//     removed, each hand-off one request (with a shaper delivery's headers
+//     and payload) sent at its own instant and answered: what any paced,
+//     confirmed delivery over NATS costs at the least.
 //  2. The shaper, unpaced: shaper serve with embedded JetStream, a policy
 //     whose outflow (1000/s per key) does not bind, -jobs jobs over -keys
 //     keys admitted over HTTP. Server side: the shaper process. It runs
@@ -29,7 +33,12 @@
 //     reads the shaper's last round.
 //  3. The shaper, paced: -paced-keys keys at -paced-rate a second each,
 //     from queues that do not run dry, measured for -paced-duration after
-//     -paced-warmup: the CPU per delivery and the rate reached.
+//     -paced-warmup: the CPU per delivery and the rate reached; first with
+//     the keys' slots together (every key's delivery at once, -paced-rate
+//     times a second), then spread (one key's every period/keys, as the
+//     floor's evenly spaced hand-offs). After each, the bare hand-off the
+//     same way, in a process of its own with an embedded nats-server, as
+//     shaper serve runs: the least that row can cost.
 //
 // The consumer is this program re-executed too. It subscribes before the
 // jobs are admitted, so no delivery ever finds "no responders", and for a
@@ -97,7 +106,7 @@ func main() {
 	fs.IntVar(&cfg.fetchers, "fetchers", 32, "the floor worker's fetches in flight (so deliveries in flight)")
 	fs.IntVar(&cfg.batch, "batch", 256, "the floor worker's messages per fetch")
 	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited")
-	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the shaper to DIR: unpaced.cpu.pprof over its unpaced run (unpaced2…, baseline1… over the others), paced.cpu.pprof (embedded JetStream) and pacedx.cpu.pprof (on the floor's nats-server) over its paced runs' measurements")
+	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the shaper to DIR: unpaced.cpu.pprof over its unpaced run (unpaced2…, baseline1… over the others), paced.cpu.pprof (embedded JetStream, slots together), spread.cpu.pprof (slots spread) and pacedx.cpu.pprof (on the floor's nats-server) over its paced runs' measurements")
 	fs.StringVar(&cfg.natsBin, "nats-server-bin", "", "a nats-server binary to use instead of building the module's")
 	fs.StringVar(&cfg.baselineBin, "baseline-bin", "", "a second shaper binary, measured unpaced right after each unpaced run of the shaper: two builds under the same load")
 	fs.IntVar(&cfg.unpacedRounds, "unpaced-rounds", 1, "unpaced runs of the shaper (with -baseline-bin, each beside one of the baseline's, which goes first in the even rounds)")
@@ -169,8 +178,12 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 	}
 	b.logf("%s: %.0f deliveries/s", r.what, r.rate())
 	rows = append(rows, r)
-	if r, err = b.shaperPaced(ctx, "pacedx", ns, url); err != nil {
+	if r, err = b.shaperPaced(ctx, "pacedx", ns, url, false); err != nil {
 		return fmt.Errorf("shaper, paced on nats-server: %w", err)
+	}
+	rows = append(rows, r)
+	if r, err = b.handoffPaced(ctx, "handoffx", ns, url, true); err != nil {
+		return fmt.Errorf("hand-off alone, paced on nats-server: %w", err)
 	}
 	rows = append(rows, r)
 	nc.Close()
@@ -180,10 +193,17 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	rows = append(rows, unpaced...)
-	if r, err = b.shaperPaced(ctx, "paced", nil, ""); err != nil {
-		return fmt.Errorf("shaper, paced: %w", err)
+	for _, spread := range []bool{false, true} {
+		name := map[bool]string{false: "paced", true: "spread"}[spread]
+		if r, err = b.shaperPaced(ctx, name, nil, "", spread); err != nil {
+			return fmt.Errorf("shaper, paced: %w", err)
+		}
+		rows = append(rows, r)
+		if r, err = b.handoffPaced(ctx, "handoff-"+name, nil, "", !spread); err != nil {
+			return fmt.Errorf("hand-off alone, paced: %w", err)
+		}
+		rows = append(rows, r)
 	}
-	rows = append(rows, r)
 	report(out, cfg, rows, load0, benchkit.LoadAvg())
 	return nil
 }

@@ -43,6 +43,19 @@ var say = func() func(format string, a ...any) {
 	}
 }()
 
+// untilGo returns what untilEnd does, and a channel closed once "go"
+// comes on stdin: the clock's start for a role that waits for it.
+func untilGo() (<-chan struct{}, context.Context, context.CancelFunc) {
+	start := make(chan struct{})
+	var started sync.Once
+	ctx, cancel := untilEnd(func(l string) {
+		if l == "go" {
+			started.Do(func() { close(start) })
+		}
+	})
+	return start, ctx, cancel
+}
+
 // untilEnd returns a context ended by SIGTERM, SIGINT or the end of stdin,
 // and calls each stdin line's handler first.
 func untilEnd(lines func(string)) (context.Context, context.CancelFunc) {
@@ -76,13 +89,7 @@ func runWorker(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	start := make(chan struct{})
-	var started sync.Once
-	ctx, cancel := untilEnd(func(l string) {
-		if l == "go" {
-			started.Do(func() { close(start) })
-		}
-	})
+	start, ctx, cancel := untilGo()
 	defer cancel()
 	nc, err := nats.Connect(*url, nats.Name("floor-worker"))
 	if err != nil {
@@ -305,6 +312,8 @@ func runRole(args []string, stderr io.Writer) (bool, error) {
 		return true, runWorker(args[1:])
 	case roleConsumer:
 		return true, runConsumer(args[1:])
+	case roleHandoff:
+		return true, runHandoff(args[1:])
 	}
 	return false, nil
 }

@@ -37,6 +37,7 @@ type row struct {
 	consumer float64 // CPU seconds of the consumer
 	dups     int
 	paced    bool
+	bare     bool    // the bare hand-off (handoffPaced): neither a floor nor the shaper
 	want     float64 // the rate pacing should reach (paced rows)
 }
 
@@ -54,6 +55,20 @@ func (r row) cpuPer() float64 {
 		s += u.cpu
 	}
 	return s * 1e6 / float64(r.n)
+}
+
+// openConsumer starts the consumer role answering on subject from its
+// first request on (not held until the clock starts).
+func (b *bench) openConsumer(ctx context.Context, name, url, subject string) (*benchkit.Proc, error) {
+	c, err := b.startConsumer(ctx, name, url, subject, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Send("go"); err != nil {
+		c.Stop(5 * time.Second)
+		return nil, err
+	}
+	return c, nil
 }
 
 // startConsumer starts the consumer role answering on subject.
@@ -154,14 +169,11 @@ func (b *bench) floorPaced(ctx context.Context, ns *benchkit.Proc, url string, j
 	if err := b.preload(ctx, js, name, jobs, cfg.pacedKeys); err != nil {
 		return row{}, err
 	}
-	c, err := b.startConsumer(ctx, name+"-consumer", url, name+".out.>", 0)
+	c, err := b.openConsumer(ctx, name+"-consumer", url, name+".out.>")
 	if err != nil {
 		return row{}, err
 	}
 	defer c.Stop(5 * time.Second)
-	if err := c.Send("go"); err != nil {
-		return row{}, err
-	}
 	w, err := b.startWorker(ctx, name, url, true, rate)
 	if err != nil {
 		return row{}, err
@@ -282,6 +294,15 @@ func stopWith(s *benchkit.Shaper, c *benchkit.Proc) {
 	c.Stop(5 * time.Second)
 }
 
+// spreadSeed is how many jobs of each key Seed admits before the rest: the
+// key's next slot then finds a job, and the key keeps its phase until the
+// rest come.
+const spreadSeed = 2
+
+// spreadFill is how many seconds of a key's jobs a spread run adds for the
+// time it takes to admit them, as its keys deliver meanwhile.
+const spreadFill = 15
+
 // pacedPerKey is how many jobs a key of a paced run is preloaded with: its
 // queue must not run dry before the measurement ends.
 func (b *bench) pacedPerKey() int {
@@ -293,10 +314,18 @@ func (b *bench) pacedPerKey() int {
 // a second each from a queue that never runs dry: the CPU per delivery and
 // the rate reached over pacedDuration, after pacedWarmup. With ns, the
 // shaper uses that standalone nats-server (at url) instead of its embedded
-// one, and the server side counts both, as for the floor.
-func (b *bench) shaperPaced(ctx context.Context, name string, ns *benchkit.Proc, url string) (row, error) {
+// one, and the server side counts both, as for the floor. The keys' slots
+// fall together (the consumer holds every key's first delivery until the
+// clock starts, then answers them at once), or, spread, one key's every
+// period/keys: the consumer answers from the start and key i's first jobs
+// are admitted at i/keys of a period, as the floor's evenly spaced
+// hand-offs.
+func (b *bench) shaperPaced(ctx context.Context, name string, ns *benchkit.Proc, url string, spread bool) (row, error) {
 	cfg := b.cfg
 	perKey := b.pacedPerKey()
+	if spread { // delivering already while the rest are admitted: enough for a slow fill too
+		perKey += spreadFill * cfg.pacedRate
+	}
 	jobs := perKey * cfg.pacedKeys
 	s, err := b.startShaper(ctx, name, b.shaper, fmt.Sprintf("%d/s", cfg.pacedRate), min(1_000_000, 2*perKey), url)
 	if err != nil {
@@ -309,11 +338,23 @@ func (b *bench) shaperPaced(ctx context.Context, name string, ns *benchkit.Proc,
 	}
 	defer stopWith(s, c)
 	start := time.Now()
+	release := func() error { return c.Send("go") }
+	if spread {
+		if err := release(); err != nil {
+			return row{}, err
+		}
+		release = nil // running already
+		over := time.Second / time.Duration(cfg.pacedRate)
+		if err := s.Seed(ctx, name, cfg.pacedKeys, spreadSeed, cfg.payload, over, 32); err != nil {
+			return row{}, fmt.Errorf("first jobs: %w", err)
+		}
+		jobs -= spreadSeed * cfg.pacedKeys
+	}
 	if err := s.Submit(ctx, name, jobs, cfg.pacedKeys, cfg.payload, 32); err != nil {
 		return row{}, fmt.Errorf("preload: %w", err)
 	}
 	b.logf("shaper, %s: %d jobs admitted in %.1f s", name, jobs, time.Since(start).Seconds())
-	if _, err := c.Expect(ctx, "first", benchkit.Phase(jobs)); err != nil { // c holds it until "go"
+	if _, err := c.Expect(ctx, "first", benchkit.Phase(jobs)); err != nil { // c holds it until "go", unless spread
 		return row{}, err
 	}
 	// With -profile, a CPU profile of the shaper over the measured window.
@@ -324,13 +365,17 @@ func (b *bench) shaperPaced(ctx context.Context, name string, ns *benchkit.Proc,
 			return s.Profile(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(cfg.pacedDuration.Seconds()))), file)
 		}
 	}
-	what := b.shaperWhat(fmt.Sprintf("paced, %d keys × %d/s", cfg.pacedKeys, cfg.pacedRate))
+	phases := "slots together"
+	if spread {
+		phases = "slots spread"
+	}
+	what := b.shaperWhat(fmt.Sprintf("paced, %d keys × %d/s, %s", cfg.pacedKeys, cfg.pacedRate, phases))
 	server := []*benchkit.Proc{s.P}
 	if ns != nil {
-		what = b.shaperWhat(fmt.Sprintf("paced, %d keys × %d/s, on the floor's nats-server", cfg.pacedKeys, cfg.pacedRate))
+		what = b.shaperWhat(fmt.Sprintf("paced, %d keys × %d/s, %s, on the floor's nats-server", cfg.pacedKeys, cfg.pacedRate, phases))
 		server = append(server, ns)
 	}
-	r, err := b.paced(ctx, what, c, server, func() error { return c.Send("go") }, profile)
+	r, err := b.paced(ctx, what, c, server, release, profile)
 	if err != nil && r.n == 0 {
 		err = fmt.Errorf("%w; its log:\n%s", err, s.P.Tail())
 	}
@@ -338,18 +383,21 @@ func (b *bench) shaperPaced(ctx context.Context, name string, ns *benchkit.Proc,
 }
 
 // paced measures a paced hand-off to consumer c: once the processes
-// settled, it calls start (which lets the hand-off begin), and after
+// settled, it calls start (which lets the hand-off begin; nil: it runs
+// already, and nothing settles), and after
 // pacedWarmup counts the deliveries c took and the CPU time of server (the
 // server side) and c over pacedDuration. during runs meanwhile, from the
 // window's start; its error fails the row.
 func (b *bench) paced(ctx context.Context, what string, c *benchkit.Proc, server []*benchkit.Proc, start, during func() error) (row, error) {
 	cfg := b.cfg
 	all := append(server[:len(server):len(server)], c)
-	if err := settle(ctx, all, 10*time.Second); err != nil {
-		return row{}, err
-	}
-	if err := start(); err != nil {
-		return row{}, err
+	if start != nil {
+		if err := settle(ctx, all, 10*time.Second); err != nil {
+			return row{}, err
+		}
+		if err := start(); err != nil {
+			return row{}, err
+		}
 	}
 	mark := func() (int, int, []int64, time.Time, error) {
 		ticks, err := sample(all)

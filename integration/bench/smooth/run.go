@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/shaper-dev/shaper/integration/bench/internal/benchkit"
@@ -124,7 +119,7 @@ func (b *bench) shaperRow(ctx context.Context, sh shape, round int, side, bin st
 	seeded := 0
 	if b.cfg.spread > 0 {
 		seeded = seedJobs
-		if err := seed(ctx, s.HTTPAddr, sh, b.phases(sh), b.cfg.conns); err != nil {
+		if err := s.Seed(ctx, policyName, sh.keys, seedJobs, 100, b.phases(sh), b.cfg.conns); err != nil {
 			return row{}, fmt.Errorf("first jobs: %w", err)
 		}
 	}
@@ -174,53 +169,6 @@ func (b *bench) phases(sh shape) time.Duration {
 	return time.Duration(b.cfg.spread * float64(time.Second) / float64(sh.rate))
 }
 
-// seedJobs is how many jobs of each key seed admits: the key's next slot
+// seedJobs is how many jobs of each key Seed admits: the key's next slot
 // then finds a job, and the key keeps its phase until the fill's come.
 const seedJobs = 2
-
-// seed admits seedJobs jobs to each key of sh through the shaper's HTTP
-// API at addr, key i's at i/keys of over, conns at a time, and fails
-// unless every one is answered 202.
-func seed(ctx context.Context, addr string, sh shape, over time.Duration, conns int) error {
-	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}, Timeout: 30 * time.Second}
-	defer cl.CloseIdleConnections()
-	start := time.Now()
-	errs := make([]error, conns)
-	var wg sync.WaitGroup
-	for c := range conns {
-		wg.Go(func() {
-			for k := c; k < sh.keys && errs[c] == nil; k += conns {
-				if errs[c] = sleepUntil(ctx, start.Add(time.Duration(k)*over/time.Duration(sh.keys))); errs[c] != nil {
-					return
-				}
-				for range seedJobs {
-					if errs[c] = post(ctx, cl, fmt.Sprintf("http://%s/v1/jobs/%s/k%d", addr, policyName, k)); errs[c] != nil {
-						return
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// post admits one job of 100 bytes at url, failing unless it is answered
-// 202.
-func post(ctx context.Context, cl *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(bytes.Repeat([]byte("x"), 100)))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := cl.Do(req)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, body)
-	}
-	return nil
-}

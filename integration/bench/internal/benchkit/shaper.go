@@ -3,6 +3,7 @@ package benchkit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -113,18 +114,9 @@ func (s *Shaper) Submit(ctx context.Context, policy string, jobs, keys, payload,
 	for range conns {
 		wg.Go(func() {
 			for j := int(next.Add(1) - 1); j < jobs && ctx.Err() == nil && first.Load() == nil; j = int(next.Add(1) - 1) {
-				url := fmt.Sprintf("http://%s/v1/jobs/%s/k%d", s.HTTPAddr, policy, j%keys)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/octet-stream")
-				resp, err := cl.Do(req)
-				if err != nil {
+				if err := s.post(ctx, cl, policy, j%keys, body); err != nil {
 					first.CompareAndSwap(nil, err)
 					return
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusAccepted {
-					first.CompareAndSwap(nil, fmt.Errorf("POST %s: %s: %s", url, resp.Status, b))
 				}
 			}
 		})
@@ -134,6 +126,60 @@ func (s *Shaper) Submit(ctx context.Context, policy string, jobs, keys, payload,
 		return err
 	}
 	return ctx.Err()
+}
+
+// Seed admits perKey jobs of payload bytes to each of keys keys of policy
+// through the HTTP API of s, key k<i>'s at i/keys of over from now, conns
+// at a time, and fails unless every one is answered 202. A key's first job
+// is delivered as it comes and its later ones a period apart, so the keys'
+// slots end up spread evenly over over (a period: every phase taken once).
+func (s *Shaper) Seed(ctx context.Context, policy string, keys, perKey, payload int, over time.Duration, conns int) error {
+	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}, Timeout: 30 * time.Second}
+	defer cl.CloseIdleConnections()
+	body := bytes.Repeat([]byte("x"), payload)
+	start := time.Now()
+	errs := make([]error, conns)
+	var wg sync.WaitGroup
+	for c := range conns {
+		wg.Go(func() {
+			for k := c; k < keys && errs[c] == nil; k += conns {
+				select {
+				case <-ctx.Done():
+					errs[c] = ctx.Err()
+					return
+				case <-time.After(time.Until(start.Add(time.Duration(k) * over / time.Duration(keys)))):
+				}
+				for range perKey {
+					if errs[c] = s.post(ctx, cl, policy, k, body); errs[c] != nil {
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// post admits one job with body to key k<key> of policy, failing unless it
+// is answered 202.
+func (s *Shaper) post(ctx context.Context, cl *http.Client, policy string, key int, body []byte) error {
+	url := fmt.Sprintf("http://%s/v1/jobs/%s/k%d", s.HTTPAddr, policy, key)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := cl.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, b)
+	}
+	return nil
 }
 
 // Pprof returns the body of the shaper's /debug/pprof/<what> (served to
