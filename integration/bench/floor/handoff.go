@@ -126,7 +126,7 @@ func (b *bench) handoffPaced(ctx context.Context, name string, ns *benchkit.Proc
 	if url != "" {
 		args = append(args, "-nats-url", url)
 	}
-	h, err := b.g.StartRole(name+"-handoff", b.self, args...)
+	h, err := b.g.StartRole(name+"-sender", b.self, args...)
 	if err != nil {
 		return row{}, err
 	}
@@ -136,9 +136,9 @@ func (b *bench) handoffPaced(ctx context.Context, name string, ns *benchkit.Proc
 		return row{}, err
 	}
 	server := []*benchkit.Proc{h}
-	how := "evenly spaced"
+	how := "slots spread (evenly spaced)"
 	if aligned {
-		how = fmt.Sprintf("%d keys' at once %d times a second", cfg.pacedKeys, cfg.pacedRate)
+		how = fmt.Sprintf("slots together (every key's at once, %d times a second)", cfg.pacedRate)
 	}
 	where := "on the floor's nats-server"
 	if url == "" {

@@ -19,7 +19,8 @@
 //     acks confirmed), measured like the shaper's paced row: what a plain
 //     pull consumer pays per delivery when hand-offs come one at a time.
 //     And the shaper paced on that same nats-server (--nats-url), server
-//     side nats-server + shaper: the like-for-like comparison. Then the
+//     side nats-server + shaper, like for like in processes (its keys'
+//     slots together, where the floor's hand-offs are spread). Then the
 //     bare hand-off at that rate on that server: nothing stored, read or
 //     removed, each hand-off one request (with a shaper delivery's headers
 //     and payload) sent at its own instant and answered: what any paced,
@@ -51,7 +52,7 @@
 //
 // It prints a table (what, deliveries/s, CPU-µs per delivery on the
 // server side, ratios to the floor with acks confirmed, the CPU split)
-// and the targets against it, and exits 0 once every row was
+// and the project's delivery targets against it, and exits 0 once every row was
 // measured, whatever the figures. Every child is killed and the temporary
 // directory removed on exit, on SIGINT/SIGTERM and past -timeout.
 package main
@@ -94,18 +95,18 @@ func main() {
 	}
 	var cfg config
 	fs := benchkit.NewFlagSet("floor", "Measures the shaper's delivery (unpaced and paced) beside the NATS floor in one run.")
-	fs.IntVar(&cfg.jobs, "jobs", 20000, "jobs queued for the unpaced runs (N)")
-	fs.IntVar(&cfg.keys, "keys", 1000, "keys (subjects) they are spread over (K)")
+	fs.IntVar(&cfg.jobs, "jobs", 20000, "jobs queued for the unpaced runs")
+	fs.IntVar(&cfg.keys, "keys", 1000, "keys (subjects) the unpaced runs' jobs are spread over")
 	fs.IntVar(&cfg.payload, "payload", 100, "payload bytes of every job")
 	fs.IntVar(&cfg.pacedKeys, "paced-keys", 100, "keys of the paced run")
 	fs.IntVar(&cfg.pacedRate, "paced-rate", 15, "outflow per key of the paced run, a second")
 	fs.DurationVar(&cfg.pacedDuration, "paced-duration", 20*time.Second, "how long the paced run is measured")
-	fs.DurationVar(&cfg.pacedWarmup, "paced-warmup", 2*time.Second, "paced deliveries before the measurement starts")
-	fs.IntVar(&cfg.partitions, "partitions", 0, "the policies' partitions: field for the shaper runs (0: not set)")
+	fs.DurationVar(&cfg.pacedWarmup, "paced-warmup", 2*time.Second, "how long each paced run delivers before its measurement starts")
+	fs.IntVar(&cfg.partitions, "partitions", 0, "the partitions: field of the shaper runs' policies (0: left out, the default)")
 	fs.IntVar(&cfg.workers, "workers", 0, "shaper serve --workers (0: its default)")
 	fs.IntVar(&cfg.fetchers, "fetchers", 32, "the floor worker's fetches in flight (so deliveries in flight)")
 	fs.IntVar(&cfg.batch, "batch", 256, "the floor worker's messages per fetch")
-	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited")
+	fs.BoolVar(&cfg.noAwait, "no-await", true, "also measure the floor with acks not awaited (-no-await=false skips that run)")
 	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of the shaper to DIR: unpaced.cpu.pprof over its unpaced run (unpaced2…, baseline1… over the others), paced.cpu.pprof (embedded JetStream, slots together), spread.cpu.pprof (slots spread) and pacedx.cpu.pprof (on the floor's nats-server) over its paced runs' measurements")
 	fs.StringVar(&cfg.natsBin, "nats-server-bin", "", "a nats-server binary to use instead of building the module's")
 	fs.StringVar(&cfg.baselineBin, "baseline-bin", "", "a second shaper binary, measured unpaced right after each unpaced run of the shaper: two builds under the same load")
@@ -182,7 +183,7 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("shaper, paced on nats-server: %w", err)
 	}
 	rows = append(rows, r)
-	if r, err = b.handoffPaced(ctx, "handoffx", ns, url, true); err != nil {
+	if r, err = b.handoffPaced(ctx, "bare-x", ns, url, true); err != nil {
 		return fmt.Errorf("hand-off alone, paced on nats-server: %w", err)
 	}
 	rows = append(rows, r)
@@ -199,7 +200,7 @@ func (b *bench) run(ctx context.Context, out io.Writer) error {
 			return fmt.Errorf("shaper, paced: %w", err)
 		}
 		rows = append(rows, r)
-		if r, err = b.handoffPaced(ctx, "handoff-"+name, nil, "", !spread); err != nil {
+		if r, err = b.handoffPaced(ctx, "bare-"+name, nil, "", !spread); err != nil {
 			return fmt.Errorf("hand-off alone, paced: %w", err)
 		}
 		rows = append(rows, r)
