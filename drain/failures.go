@@ -90,8 +90,13 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 		}
 	} else {
 		t.note(fmt.Sprintf("%s attempt %d: %v", s.started.UTC().Format(time.RFC3339Nano), t.msg.Attempt-1, s.err))
-		d.log.Warn("drain: delivery failed", "key", k.name, "job", t.msg.ID, "failures", t.failures,
-			"retry_in", max(retryAt.Sub(now), 0).Round(time.Millisecond), "backoff", wait.Round(time.Millisecond), "err", s.err)
+		if t.deadReason != "" { // no retry follows: say what does
+			d.log.Warn("drain: delivery failed", "key", k.name, "job", t.msg.ID, "failures", t.failures,
+				"next", "dead letter", "reason", t.deadReason, "err", s.err)
+		} else {
+			d.log.Warn("drain: delivery failed", "key", k.name, "job", t.msg.ID, "failures", t.failures,
+				"retry_in", max(retryAt.Sub(now), 0).Round(time.Millisecond), "backoff", wait.Round(time.Millisecond), "err", s.err)
+		}
 	}
 	// Reported once complete, before the key is released: a job's dead
 	// letter or the key's next delivery (its next step) cannot overtake it.

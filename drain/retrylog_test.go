@@ -1,6 +1,7 @@
 package drain_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/queue"
 )
 
 // The log of a failed delivery says when the retry runs: the later of its
@@ -49,6 +51,42 @@ func TestFailureLogSaysWhenTheRetryRuns(t *testing.T) {
 				if gap < 10*time.Second {
 					t.Errorf("retry %d ran %s after the failure, before the key's next slot", i+1, gap)
 				}
+			}
+		})
+	})
+}
+
+// The failure that ends a job's attempts logs no retry (it logged
+// retry_in=0s, and the job was dead-lettered at once): it says the job
+// goes to the dead letters, and why.
+func TestFailureLogSaysNoRetryAfterTheLast(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			var logged testenv.Buffer
+			log := slog.New(slog.NewTextHandler(&logged, nil))
+			dead := make(chan string, 1)
+			pace := drain.Pace{Interval: time.Second, Retry: drain.Retry{Attempts: 2, Backoff: time.Second}}
+			r := newMemRig(t, 10, pace, drain.Config{Jitter: func() float64 { return 1 }, Logger: log,
+				DeadLetter: func(_ context.Context, _ *queue.Msg, reason string, _ []string) error {
+					dead <- reason
+					return nil
+				}})
+			l := newFlightLog(r, 0)
+			l.fail = func(*drain.Delivery) error { return fmt.Errorf("%w: consumer error", drain.ErrDelivery) }
+			r.admit("k", 1)
+			r.d.Start(t.Context())
+			reason := <-dead
+			synctest.Wait()
+			lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("logged %d lines, want one per failure:\n%s", len(lines), strings.Join(lines, "\n"))
+			}
+			if !strings.Contains(lines[0], "retry_in=") {
+				t.Errorf("the first failure logged %q, want when its retry runs", lines[0])
+			}
+			if strings.Contains(lines[1], "retry_in") || !strings.Contains(lines[1], `next="dead letter"`) ||
+				!strings.Contains(lines[1], "reason="+reason) {
+				t.Errorf("the last failure logged %q, want no retry_in, next=\"dead letter\" and reason=%s", lines[1], reason)
 			}
 		})
 	})
