@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
@@ -23,7 +25,8 @@ func apiFlags() []cli.Flag {
 }
 
 // apiClient returns a client of the running shaper at --http, whose
-// requests give up after timeout.
+// requests give up after timeout. An address no URL can hold is a bad
+// command line.
 func apiClient(c *cli.Context, timeout time.Duration) (*client.Client, error) {
 	api, err := client.New("http://"+c.String("http"), client.Config{
 		HTTPClient: &http.Client{Timeout: timeout},
@@ -31,14 +34,42 @@ func apiClient(c *cli.Context, timeout time.Duration) (*client.Client, error) {
 		Token:      c.String("admin-token"),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("--http: %w", err)
+		var bad *url.Error
+		if errors.As(err, &bad) {
+			err = bad.Err
+		}
+		return nil, cli.Exit(fmt.Sprintf("shaper %s: --http %q: want HOST:PORT, such as %s (%v)", commandName(c), c.String("http"), shaper.DefaultHTTPAddr, err), cmdline.ExitUsage)
 	}
 	return api, nil
 }
 
-// apiError words an error of the shaper's API for the operator: an answer
-// as its status and the problem's detail, no answer with a hint at --http.
-func apiError(err error) error {
+// commandName is the command c runs, as an operator types it after
+// "shaper": "dead replay", "status".
+func commandName(c *cli.Context) string {
+	if name, ok := strings.CutPrefix(c.Command.HelpName, c.App.Name+" "); ok {
+		return name
+	}
+	return c.Command.Name
+}
+
+// apiError is the error of command (as "dead list") failing with err, an
+// error of the shaper's API. A refusal that running again will not change
+// (400: a value the shaper refuses; 404: a policy, job or dead letter it
+// does not have) is a bad command line, exit 2, like the values a command
+// checks itself; any other answer is said with its status and the
+// problem's detail, and no answer with a hint at --http (exit 1).
+func apiError(err error, command string) error {
+	var refused *client.Error
+	if errors.As(err, &refused) && (refused.StatusCode == http.StatusBadRequest || refused.StatusCode == http.StatusNotFound) {
+		return cli.Exit("shaper "+command+": "+refused.Problem.Detail, cmdline.ExitUsage)
+	}
+	return fmt.Errorf("%s: %w", command, apiWording(err))
+}
+
+// apiWording words an error of the shaper's API for the operator: an
+// answer as its status and the problem's detail, no answer with a hint at
+// --http.
+func apiWording(err error) error {
 	var answer *client.Error
 	if errors.As(err, &answer) {
 		if errors.Is(err, client.ErrUnauthorized) {

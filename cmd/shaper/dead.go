@@ -74,7 +74,7 @@ func deadCommand() *cli.Command {
 					}
 					d, err := api.DeadLetter(c.Context, c.Args().Get(0), seq)
 					if err != nil {
-						return apiError(err)
+						return apiError(err, "dead show")
 					}
 					enc := json.NewEncoder(c.App.Writer)
 					enc.SetIndent("", "  ")
@@ -122,7 +122,7 @@ func apply(c *cli.Context, do func(*client.Client, context.Context, client.DeadF
 	}
 	res, err := do(api, c.Context, deadFilter(c))
 	if err != nil {
-		return apiError(err)
+		return apiError(err, commandName(c))
 	}
 	if each != nil {
 		for _, r := range res.Results {

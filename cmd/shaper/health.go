@@ -34,13 +34,13 @@ process answers (GET /healthz), not whether it reaches JetStream.`,
 			}
 			if c.Bool("live") {
 				if _, err := api.Health(c.Context); err != nil {
-					return fmt.Errorf("health: %s: %w", addr, apiError(err))
+					return fmt.Errorf("health: %s: %w", addr, apiWording(err))
 				}
 				fmt.Fprintf(c.App.Writer, "%s: alive\n", addr)
 				return nil
 			}
 			if err := api.Ready(c.Context); err != nil {
-				return fmt.Errorf("health: %s: not ready: %w", addr, apiError(err))
+				return fmt.Errorf("health: %s: not ready: %w", addr, apiWording(err))
 			}
 			fmt.Fprintf(c.App.Writer, "%s: ready\n", addr)
 			return nil

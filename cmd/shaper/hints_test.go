@@ -125,8 +125,8 @@ type refusal struct {
 }
 
 // refused runs each command line against s (those that ask the shaper
-// with its --http), checks that it fails saying what it must, and that the
-// policies did not change.
+// with its --http), checks that it fails as a bad command line (exit 2)
+// saying what it must, and that the policies did not change.
 func refused(t *testing.T, s *testenv.Running, cases []refusal) {
 	t.Helper()
 	before := s.Status()
@@ -136,8 +136,8 @@ func refused(t *testing.T, s *testenv.Running, cases []refusal) {
 			args = append(args[:len(args):len(args)], "--http", s.HTTPAddr())
 		}
 		_, _, err := runCLI(t, args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s = %v, want an error saying %q", strings.Join(tc.args, " "), err, tc.want)
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s = %v (exit %d), want exit 2 saying %q", strings.Join(tc.args, " "), err, exitCode(err), tc.want)
 		}
 	}
 	for i, p := range s.Status() {
@@ -190,11 +190,32 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"policies", "set", "orders", "--reset", "retry.bogus"}, `retry: unknown field "bogus"; want one of attempts, backoff,`},
 		{[]string{"policies", "set", "orders", "--outflow", "5"}, `rate "5": want N/s, N/m, N/h, N/d or N/<duration> (did you mean "5/s"?)`},
 	})
-	// A policy the shaper does not serve is a bad command line: exit 2.
-	for _, args := range [][]string{{"policies", "set", "nope", "--outflow", "5/s"}, {"policies", "reset", "nope"}} {
-		_, _, err := runCLI(t, append(args, "--http", s.HTTPAddr())...)
-		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), `unknown policy "nope"`) {
-			t.Errorf("%s = %v (exit %d), want exit 2 naming the unknown policy", strings.Join(args, " "), err, exitCode(err))
+	// A policy the shaper does not serve, or a value it refuses, is a bad
+	// command line, whichever command asks: exit 2, the command named.
+	for _, tc := range []refusal{
+		{[]string{"policies", "set", "nope", "--outflow", "5/s"}, `shaper policies set: unknown policy "nope"`},
+		{[]string{"policies", "reset", "nope"}, `shaper policies reset: unknown policy "nope"`},
+		{[]string{"dead", "list", "--policy", "nope"}, `shaper dead list: unknown policy "nope"`},
+		{[]string{"dead", "list", "--reason", "bogus"}, `shaper dead list: reason "bogus": want attempts, deadline, delivery or undecodable`},
+		{[]string{"dead", "replay", "--policy", "nope"}, `shaper dead replay: unknown policy "nope"`},
+		{[]string{"dead", "purge", "--policy", "nope"}, `shaper dead purge: unknown policy "nope"`},
+		{[]string{"dead", "show", "nope", "1"}, `shaper dead show: unknown policy "nope"`},
+		{[]string{"deferred", "list", "--policy", "nope"}, `shaper deferred list: unknown policy "nope"`},
+	} {
+		_, _, err := runCLI(t, append(tc.args, "--http", s.HTTPAddr())...)
+		if err == nil || exitCode(err) != 2 || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s = %v (exit %d), want exit 2 saying %q", strings.Join(tc.args, " "), err, exitCode(err), tc.want)
+		}
+	}
+	// So is an address no URL holds, and a page no listing has.
+	for _, tc := range []refusal{
+		{[]string{"status", "--http", "localhost:80x"}, `shaper status: --http "localhost:80x": want HOST:PORT, such as 127.0.0.1:8080`},
+		{[]string{"dead", "replay", "--policy", "orders", "--http", "localhost:80x"}, `shaper dead replay: --http "localhost:80x": want HOST:PORT`},
+		{[]string{"dead", "list", "--limit", "5000"}, `shaper dead list: --limit 5000: want a number from 1 to 1000`},
+	} {
+		_, _, err := runCLI(t, tc.args...)
+		if err == nil || exitCode(err) != 2 || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s = %v (exit %d), want exit 2 saying %q", strings.Join(tc.args, " "), err, exitCode(err), tc.want)
 		}
 	}
 	for _, tc := range []struct {

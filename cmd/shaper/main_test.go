@@ -124,8 +124,8 @@ policies:
 	if _, _, err := runCLI(t, "dead", "purge", "--http", addr); exitCode(err) != 2 {
 		t.Errorf("purge without --policy: exit %d, want 2", exitCode(err))
 	}
-	if _, _, err := runCLI(t, "dead", "list", "--http", addr, "--reason", "bogus"); err == nil || !strings.Contains(err.Error(), "400") {
-		t.Errorf("list --reason bogus = %v, want a 400", err)
+	if _, _, err := runCLI(t, "dead", "list", "--http", addr, "--reason", "bogus"); exitCode(err) != 2 || !strings.Contains(err.Error(), `reason "bogus"`) {
+		t.Errorf("list --reason bogus = %v (exit %d), want the shaper's refusal, exit 2", err, exitCode(err))
 	}
 	up.Store(true)
 	out, _, err = runCLI(t, "dead", "replay", "--http", addr, "--policy", "hooks")

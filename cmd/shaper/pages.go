@@ -6,6 +6,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/shaper-dev/shaper/internal/cmdline"
 )
 
 // maxLimit is the largest page the shaper's listings answer.
@@ -38,14 +40,14 @@ type listing[T any] struct {
 func (l listing[T]) run(c *cli.Context) error {
 	limit := c.Int("limit")
 	if limit < 1 || limit > maxLimit {
-		return fmt.Errorf("%s: --limit %d: want a number from 1 to %d", l.cmd, limit, maxLimit)
+		return cli.Exit(fmt.Sprintf("shaper %s: --limit %d: want a number from 1 to %d", l.cmd, limit, maxLimit), cmdline.ExitUsage)
 	}
 	var items []T
 	after := c.String("after")
 	for {
 		page, next, err := l.page(after)
 		if err != nil {
-			return apiError(err)
+			return apiError(err, l.cmd)
 		}
 		items = append(items, page...)
 		after = next

@@ -67,11 +67,11 @@ policies:
 	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Deferred) != 4 || page.Next == "" {
 		t.Errorf("deferred list --json = %q, %v; want a page of 4 with its next", out, err)
 	}
-	if _, _, err := runCLI(t, "deferred", "list", "--http", addr, "--limit", "1001"); err == nil || !strings.Contains(err.Error(), "1 to 1000") {
+	if _, _, err := runCLI(t, "deferred", "list", "--http", addr, "--limit", "1001"); exitCode(err) != 2 || !strings.Contains(err.Error(), "1 to 1000") {
 		t.Errorf("deferred list --limit 1001 = %v, want refused", err)
 	}
-	if _, _, err := runCLI(t, "deferred", "list", "--http", addr, "--after", "!"); err == nil || !strings.Contains(err.Error(), "400") {
-		t.Errorf("deferred list --after ! = %v, want a 400", err)
+	if _, _, err := runCLI(t, "deferred", "list", "--http", addr, "--after", "!"); exitCode(err) != 2 || !strings.Contains(err.Error(), "not a cursor of this listing") {
+		t.Errorf("deferred list --after ! = %v (exit %d), want the shaper's refusal, exit 2", err, exitCode(err))
 	}
 
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -164,18 +162,6 @@ func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
 	return change, len(body) > 0, nil
 }
 
-// changeError is the error of policies set or reset (command) failing with
-// err: an unknown policy (404) or a value the shaper refuses (400) is a
-// bad command line too, whichever side could tell: exit 2, as the values
-// the command checks itself; any other failure is apiError's.
-func changeError(err error, command string) error {
-	var refused *client.Error
-	if errors.As(err, &refused) && (refused.StatusCode == http.StatusBadRequest || refused.StatusCode == http.StatusNotFound) {
-		return cli.Exit("shaper policies "+command+": "+refused.Problem.Detail, cmdline.ExitUsage)
-	}
-	return apiError(err)
-}
-
 // setFlags are the flags of policies set.
 func setFlags() []cli.Flag {
 	flags := apiFlags()
@@ -223,7 +209,7 @@ func policiesCommand() *cli.Command {
 				}
 				p, err := api.SetPolicy(c.Context, c.Args().First(), change)
 				if err != nil {
-					return changeError(err, "set")
+					return apiError(err, "policies set")
 				}
 				showPolicy(c, p)
 				return nil
@@ -243,7 +229,7 @@ func policiesCommand() *cli.Command {
 				}
 				p, err := api.ResetPolicy(c.Context, c.Args().First())
 				if err != nil {
-					return changeError(err, "reset")
+					return apiError(err, "policies reset")
 				}
 				fmt.Fprintf(c.App.Writer, "%s: back to the policy file, no live change kept\n", p.Name)
 				showPolicy(c, p)

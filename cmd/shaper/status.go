@@ -33,14 +33,14 @@ with a time stamp every --interval otherwise.`,
 		Action: func(c *cli.Context) error {
 			api, err := apiClient(c, 5*time.Second)
 			if err != nil {
-				return fmt.Errorf("status: %w", err)
+				return err
 			}
 			if !c.Bool("watch") {
 				return showStatus(c, api, c.App.Writer)
 			}
 			every := c.Duration("interval")
 			if every <= 0 {
-				return fmt.Errorf("status: --interval %s: want a positive duration", every)
+				return cli.Exit(fmt.Sprintf("shaper status: --interval %s: want a positive duration", every), cmdline.ExitUsage)
 			}
 			return watchStatus(c, api, every, cmdline.IsTerminal(c.App.Writer))
 		},
@@ -51,7 +51,7 @@ with a time stamp every --interval otherwise.`,
 func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	all, err := api.Policies(c.Context)
 	if err != nil {
-		return fmt.Errorf("status: %w", apiError(err))
+		return apiError(err, "status")
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(w)

@@ -312,11 +312,11 @@ func runTune(c *cli.Context) error {
 func applyTuning(c *cli.Context, p policies.Policy) error {
 	api, err := apiClient(c, time.Minute)
 	if err != nil {
-		return fmt.Errorf("tune: %w", err)
+		return err
 	}
 	running, err := api.Policy(c.Context, p.Name)
 	if err != nil {
-		return fmt.Errorf("tune: --apply: %w", apiError(err))
+		return apiError(err, "tune: --apply")
 	}
 	var change client.PolicyChange
 	if p.Outflow != running.Outflow {
@@ -336,7 +336,7 @@ func applyTuning(c *cli.Context, p policies.Policy) error {
 	}
 	live, err := api.SetPolicy(c.Context, p.Name, change)
 	if err != nil {
-		return fmt.Errorf("tune: --apply: %w", apiError(err))
+		return apiError(err, "tune: --apply")
 	}
 	fmt.Fprint(c.App.Writer, "applied: ")
 	showPolicy(c, live)
