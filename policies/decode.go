@@ -162,7 +162,7 @@ func (w *walker) duration(field string, v *yaml.Node, flow bool) time.Duration {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		w.fail(field, v, flow, "%q: want a duration such as 500ms, 90s, 5m or 24h", s)
+		w.fail(field, v, flow, "%q: %s", s, suggest.WantDuration(s))
 	}
 	return d
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // presence is what a Field holds: nothing, null, or a value.
@@ -78,11 +80,11 @@ func (f *Field[T]) UnmarshalJSON(b []byte) error {
 	if d, ok := any(&v).(*time.Duration); ok {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
-			return fmt.Errorf("%s: want a duration such as 500ms, 90s, 5m or 24h", b)
+			return fmt.Errorf("%s: %s", b, suggest.WantDuration(string(b)))
 		}
 		p, err := time.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("%q: want a duration such as 500ms, 90s, 5m or 24h", s)
+			return fmt.Errorf("%q: %s", s, suggest.WantDuration(s))
 		}
 		*d = p
 	} else if err := json.Unmarshal(b, &v); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // Rate is N events per Per. The zero Rate means "no rate" where a field is
@@ -48,7 +50,11 @@ func ParseRate(s string) (Rate, error) {
 	default:
 		d, err = time.ParseDuration(per)
 		if err != nil {
-			return Rate{}, fmt.Errorf("rate %q: %q is not s, m, h, d or a duration", s, per)
+			hint := ""
+			if unit, ok := suggest.Per(per); ok {
+				hint = fmt.Sprintf(" (did you mean %q?)", strings.TrimSpace(num)+"/"+unit)
+			}
+			return Rate{}, fmt.Errorf("rate %q: %q is not s, m, h, d or a duration%s", s, per, hint)
 		}
 		if d <= 0 {
 			return Rate{}, fmt.Errorf("rate %q: period must be positive", s)

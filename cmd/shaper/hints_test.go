@@ -189,6 +189,9 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"policies", "set", "orders", "--reset", "bogus"}, `unknown field "bogus"; want one of outflow, queue, overflow, total, retry, admit, adapt, concurrency`},
 		{[]string{"policies", "set", "orders", "--reset", "retry.bogus"}, `retry: unknown field "bogus"; want one of attempts, backoff,`},
 		{[]string{"policies", "set", "orders", "--outflow", "5"}, `rate "5": want N/s, N/m, N/h, N/d or N/<duration> (did you mean "5/s"?)`},
+		{[]string{"policies", "set", "orders", "--outflow", "20/sec"}, `rate "20/sec": "sec" is not s, m, h, d or a duration (did you mean "20/s"?)`},
+		{[]string{"policies", "set", "orders", "--retry-backoff", "5"}, `retry.backoff: "5": want a duration such as 500ms, 90s, 5m or 24h (did you mean "5s"?)`},
+		{[]string{"policies", "set", "orders"}, `shaper policies set: nothing to change (give --outflow, --queue, --total, --overflow, a --retry-…, --admit-…, --concurrency-… or --adapt… flag, or --reset FIELD)`},
 	})
 	// A policy the shaper does not serve, or a value it refuses, is a bad
 	// command line, whichever command asks: exit 2, the command named.

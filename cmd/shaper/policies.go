@@ -201,7 +201,7 @@ func policiesCommand() *cli.Command {
 					return cli.Exit("shaper policies set: "+err.Error(), cmdline.ExitUsage)
 				}
 				if !ok {
-					return cli.Exit("policies set: nothing to change (give --outflow, --queue, --total, --overflow, a --retry-…, --admit-… or --adapt… flag, or --reset FIELD)", 2)
+					return cli.Exit("shaper policies set: nothing to change (give --outflow, --queue, --total, --overflow, a --retry-…, --admit-…, --concurrency-… or --adapt… flag, or --reset FIELD)", cmdline.ExitUsage)
 				}
 				api, err := apiClient(c, time.Minute)
 				if err != nil {

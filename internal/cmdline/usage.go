@@ -157,10 +157,7 @@ func badValue(flags []cli.Flag, msg string) (string, bool) {
 	var want string
 	switch flagNamed(flags, name).(type) {
 	case *cli.DurationFlag:
-		want = "want a duration such as 500ms, 90s, 5m or 24h"
-		if _, err := strconv.ParseFloat(value, 64); err == nil {
-			want += fmt.Sprintf(" (did you mean %q?)", value+"s")
-		}
+		want = suggest.WantDuration(value)
 	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
 		want = "want a whole number"
 	case *cli.Float64Flag:

@@ -130,3 +130,33 @@ func hint(got string, known []string, prefix string) string {
 	}
 	return ""
 }
+
+// WantDuration is what a value that is not a duration is answered with:
+// `want a duration such as 500ms, 90s, 5m or 24h`, and for a bare number
+// ` (did you mean "5s"?)`, seconds being what a bare number most often
+// means.
+func WantDuration(got string) string {
+	want := "want a duration such as 500ms, 90s, 5m or 24h"
+	if n := strings.TrimSpace(got); n != "" {
+		if _, err := strconv.ParseFloat(n, 64); err == nil {
+			want += ` (did you mean "` + n + `s"?)`
+		}
+	}
+	return want
+}
+
+// Per returns the unit of a rate ("s", "m", "h" or "d") that a unit spelt
+// out means ("sec", "seconds", "Min", "hour", …), and false for any other.
+func Per(got string) (string, bool) {
+	switch strings.ToLower(strings.TrimSpace(got)) {
+	case "sec", "secs", "second", "seconds":
+		return "s", true
+	case "min", "mins", "minute", "minutes":
+		return "m", true
+	case "hr", "hrs", "hour", "hours":
+		return "h", true
+	case "day", "days":
+		return "d", true
+	}
+	return "", false
+}

@@ -41,3 +41,21 @@ func TestHint(t *testing.T) {
 		}
 	}
 }
+
+func TestWantDurationAndPer(t *testing.T) {
+	for got, want := range map[string]string{
+		"5":    `want a duration such as 500ms, 90s, 5m or 24h (did you mean "5s"?)`,
+		" 1.5": `want a duration such as 500ms, 90s, 5m or 24h (did you mean "1.5s"?)`,
+		"5 s":  "want a duration such as 500ms, 90s, 5m or 24h",
+		"":     "want a duration such as 500ms, 90s, 5m or 24h",
+	} {
+		if s := WantDuration(got); s != want {
+			t.Errorf("WantDuration(%q) = %q, want %q", got, s, want)
+		}
+	}
+	for got, want := range map[string]string{"sec": "s", "Seconds": "s", "min": "m", "hours": "h", "day": "d", "ms": "", "x": ""} {
+		if unit, ok := Per(got); unit != want || ok != (want != "") {
+			t.Errorf("Per(%q) = %q, %v; want %q", got, unit, ok, want)
+		}
+	}
+}
