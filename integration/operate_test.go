@@ -15,7 +15,7 @@ import (
 // SIGHUP, as an operator (or a closing terminal) does: a good file is applied
 // without a restart and without losing a queued job; a bad one is refused
 // with its line in the log and the running policies kept; the process
-// lives through both.
+// lives through both. A reload that changes nothing logs its counts.
 func TestSIGHUPReloads(t *testing.T) {
 	needBinaries(t)
 	const first = "policies:\n  - name: a\n    outflow: 2/s\n    queue: 100\n"
@@ -69,6 +69,14 @@ func TestSIGHUPReloads(t *testing.T) {
 			t.Errorf("job %s after two reloads = %+v, %v; want queued", id, j, err)
 		}
 	}
+
+	// A reload that changes nothing (the file as it was before the bad
+	// edit) says so: its counts, not silence.
+	write(first + "  - name: b\n    outflow: 7/s\n    queue: 3\n")
+	hup()
+	waitFor(t, 10*time.Second, "a reload that changed nothing, logged", func() bool {
+		return strings.Contains(sh.out.String(), `msg="reload: done" changed=0 added=0 removed=0 unchanged=2 warnings=0`)
+	})
 }
 
 // TestSecondServeOnDataDirectory starts a second shaper on the data

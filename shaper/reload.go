@@ -44,7 +44,8 @@ type reloadResult struct {
 // queued jobs. A live override is a patch over the file: the file's
 // changes apply to the fields the override leaves out, while the fields it
 // sets keep the override's values, and the report warns of each such
-// change of the file not applied. A changed delivery target needs a
+// change of the file not applied, and on every reload of each field the
+// override still keeps from the file's value. A changed delivery target needs a
 // restart. Every change is logged. Reload waits for the running Shaper
 // (it is applied between other work of Run), at most until ctx ends.
 func (s *Shaper) Reload(ctx context.Context) (ReloadReport, error) {
@@ -104,6 +105,17 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		fileChanges := policies.Diff(before, p)
 		if len(fileChanges) == 0 {
 			rep.Unchanged++
+			// Still said on every reload while the override keeps a field
+			// from the file's value: the operator reloads to have the file.
+			var held []string
+			for _, c := range policies.Diff(p, *line.Policy()) {
+				if s.policies.overrideOf(p.Name).Covers(c.Field) {
+					held = append(held, fmt.Sprintf("%s %s (the file says %s)", c.Field, c.To, c.From))
+				}
+			}
+			if len(held) > 0 {
+				s.warn(&rep, fmt.Sprintf("%s: the live override still sets %s%s", p.Name, strings.Join(held, ", "), toTheFile(p.Name)))
+			}
 			continue
 		}
 		over := s.policies.overrideOf(p.Name)
@@ -120,8 +132,8 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 			}
 		}
 		if len(held) > 0 {
-			s.warn(&rep, fmt.Sprintf("%s: %s: not applied, the live override sets %s (DELETE /v1/policies/%s/override to use the file)",
-				p.Name, strings.Join(held, ", "), pronoun(len(held)), p.Name))
+			s.warn(&rep, fmt.Sprintf("%s: %s: not applied, the live override sets %s%s",
+				p.Name, strings.Join(held, ", "), pronoun(len(held)), toTheFile(p.Name)))
 		}
 		if deliver {
 			s.warn(&rep, p.Name+": the delivery target changed: restart the shaper to apply it")
@@ -195,4 +207,10 @@ func (s *Shaper) handleReload(w http.ResponseWriter, r *http.Request) {
 	default:
 		httpapi.WriteJSON(w, http.StatusOK, rep)
 	}
+}
+
+// toTheFile says how to drop policy name's live override, for a reload's
+// warnings: from the command line and over HTTP.
+func toTheFile(name string) string {
+	return fmt.Sprintf(" (shaper policies reset %s, or DELETE /v1/policies/%s/override, to use the file)", name, name)
 }

@@ -41,7 +41,7 @@ func TestReloadUnderOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantChanged := "p: queue 3 → 4, total none → 100/s, retry.attempts 5 → 6"
-	wantWarning := "p: outflow 5/s → 6/s, retry.backoff 2s → 4s: not applied, the live override sets them (DELETE /v1/policies/p/override to use the file)"
+	wantWarning := "p: outflow 5/s → 6/s, retry.backoff 2s → 4s: not applied, the live override sets them (shaper policies reset p, or DELETE /v1/policies/p/override, to use the file)"
 	if strings.Join(rep.Changed, "; ") != wantChanged || strings.Join(rep.Warnings, "; ") != wantWarning || strings.Join(rep.Added, " ") != "q" {
 		t.Errorf("Reload report:\n changed %q\nwarnings %q\n   added %q\nwant\n changed %q\nwarnings %q\n   added q", rep.Changed, rep.Warnings, rep.Added, wantChanged, wantWarning)
 	}
@@ -53,6 +53,15 @@ func TestReloadUnderOverride(t *testing.T) {
 	}
 	if q.Queue != 9 || !q.Override {
 		t.Errorf("q after the reload: queue %d, override %v; want the stored override's 9", q.Queue, q.Override)
+	}
+
+	// The same file again: nothing changes, and what the override still
+	// keeps from the file is said again.
+	rep, err = r.Reload(ctx)
+	wantWarning = "p: the live override still sets outflow 7/s (the file says 6/s), retry.backoff 3s (the file says 4s) (shaper policies reset p, or DELETE /v1/policies/p/override, to use the file); " +
+		"q: the live override still sets queue 9 (the file says 1) (shaper policies reset q, or DELETE /v1/policies/q/override, to use the file)"
+	if err != nil || len(rep.Changed) != 0 || strings.Join(rep.Warnings, "; ") != wantWarning {
+		t.Errorf("Reload of the same file: %v, changed %q, warnings %q; want nothing changed and the warning %q", err, rep.Changed, rep.Warnings, wantWarning)
 	}
 
 	// Back to the file: the file's values of today.
@@ -89,8 +98,8 @@ func TestReloadUnderAdaptOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantChanged := "p: adapt.floor 5/s → 4/s; q: adapt.floor 2/s → default"
-	wantWarnings := "p: outflow 50/s → 60/s: not applied, the live override sets it (DELETE /v1/policies/p/override to use the file); " +
-		"q: adapt per key (floor 2/s, latency target 1.5 × learned baseline) → off: not applied, the live override sets it (DELETE /v1/policies/q/override to use the file)"
+	wantWarnings := "p: outflow 50/s → 60/s: not applied, the live override sets it (shaper policies reset p, or DELETE /v1/policies/p/override, to use the file); " +
+		"q: adapt per key (floor 2/s, latency target 1.5 × learned baseline) → off: not applied, the live override sets it (shaper policies reset q, or DELETE /v1/policies/q/override, to use the file)"
 	if strings.Join(rep.Changed, "; ") != wantChanged || strings.Join(rep.Warnings, "; ") != wantWarnings {
 		t.Errorf("Reload report:\n changed %q\nwarnings %q\nwant\n changed %q\nwarnings %q", rep.Changed, rep.Warnings, wantChanged, wantWarnings)
 	}

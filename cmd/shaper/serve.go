@@ -156,8 +156,12 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 					select {
 					case <-hup:
 						log.Info("SIGHUP: reloading the policy file", "file", c.String("policies"))
-						// Reload logs what it did, and every error of a refused file.
-						s.Reload(c.Context)
+						// Reload logs each change, and every error of a refused
+						// file; the counts say it is done, even when nothing changed.
+						if rep, err := s.Reload(c.Context); err == nil {
+							log.Info("reload: done", "changed", len(rep.Changed), "added", len(rep.Added), "removed", len(rep.Removed),
+								"unchanged", rep.Unchanged, "warnings", len(rep.Warnings))
+						}
 					case <-c.Context.Done():
 						return
 					}
