@@ -173,6 +173,8 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"policies", "check"}, `shaper policies check: missing FILE; usage: shaper policies check FILE`},
 		{[]string{"dead", "show", "orders"}, `shaper dead show: missing SEQ; usage: shaper dead show POLICY SEQ`},
 		{[]string{"dead", "show", "orders", "x"}, `shaper dead show: bad sequence "x": want a positive number`},
+		{[]string{"serve", "--workers", "0"}, `shaper serve: --workers 0: want at least 1 (deliveries in flight per policy; default 32)`},
+		{[]string{"serve", "--workers", "-1"}, `shaper serve: --workers -1: want at least 1`},
 		{[]string{"help", "polices"}, `shaper: no command "polices" to help with; the commands are serve, policies,`},
 	} {
 		out, _, err := runCLI(t, tc.args...)

@@ -64,6 +64,9 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 				return cli.Exit(fmt.Sprintf("shaper serve: --log-level: %v", err), cmdline.ExitUsage)
 			}
+			if n := c.Int("workers"); n < 1 {
+				return cli.Exit(fmt.Sprintf("shaper serve: --workers %d: want at least 1 (deliveries in flight per policy; default %d)", n, drain.DefaultWorkers), cmdline.ExitUsage)
+			}
 			hopts := &slog.HandlerOptions{Level: level}
 			var h slog.Handler = slog.NewTextHandler(c.App.ErrWriter, hopts)
 			if c.Bool("log-json") {
