@@ -62,12 +62,12 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "POLICY\tOUTFLOW\tQUEUE\tKEYS\tQUEUED\tADMITTED\tREJECTED\tLIMITED\tDEFERRED\tREADMIT\tDELIVERED\tFAILED\tDEAD\t")
-	overridden := false
+	var overridden []string
 	for _, p := range all {
 		outflow := p.Outflow.String()
 		if p.Override {
 			outflow += "*"
-			overridden = true
+			overridden = append(overridden, p.Name+" "+strings.Join(p.Overridden, ", "))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, outflow, p.Queue, p.Keys, p.Queued,
 			p.Admitted, p.Rejected, p.Limited, p.Deferred, p.DeferredQueued, p.Delivered, p.Failed, p.Dead)
@@ -75,8 +75,8 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if overridden {
-		fmt.Fprintln(w, "* tuned live: a live override sets some fields, until reset (shaper policies reset NAME)")
+	if len(overridden) > 0 {
+		fmt.Fprintf(w, "* tuned live, until reset (shaper policies reset NAME): %s\n", strings.Join(overridden, "; "))
 	}
 	for _, p := range all {
 		if line := drainedBy(p); line != "" {
