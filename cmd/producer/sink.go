@@ -29,6 +29,7 @@ func sinkCommand() *cli.Command {
 			"duplicates, achieved rate, gaps between deliveries, the most deliveries in any\n" +
 			"1-second window, and time in queue (receive time minus Shaper-Enqueued-At).\n" +
 			"Progress goes to stderr: a live line on a terminal, a line every 10 s otherwise;\n" +
+			"--fail-every N leaves every N-th delivery unanswered (counted apart, not as a delivery);\n" +
 			"a lost and a regained NATS connection are said there too.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "nats-url", Value: "nats://127.0.0.1:4222", Usage: "NATS server `URL`", EnvVars: envVar("nats-url")},
@@ -38,22 +39,26 @@ func sinkCommand() *cli.Command {
 			&cli.BoolFlag{Name: "print", Usage: "print every delivery as a line on stdout (a JSON line with --json)", EnvVars: envVar("print")},
 			&cli.BoolFlag{Name: "progress", Usage: "print a progress line on stderr every second also when it is not a terminal (otherwise every 10 s there)", EnvVars: envVar("progress")},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON", EnvVars: envVar("json")},
+			&cli.IntFlag{Name: "fail-every", Usage: "leave every `N`-th delivery unanswered, so that the shaper's attempt fails (after its deliver.timeout) and is retried, or dead-lettered once out of attempts: to try retries and dead letters (1: every one; 0: none)", EnvVars: envVar("fail-every")},
 		},
 		Action: func(c *cli.Context) error {
 			cfg := sinkConfig{
-				natsURL:  c.String("nats-url"),
-				subject:  c.String("subject"),
-				duration: c.Duration("duration"),
-				expect:   c.Int("expect"),
-				print:    c.Bool("print"),
-				progress: c.Bool("progress"),
-				json:     c.Bool("json"),
+				natsURL:   c.String("nats-url"),
+				subject:   c.String("subject"),
+				duration:  c.Duration("duration"),
+				expect:    c.Int("expect"),
+				print:     c.Bool("print"),
+				progress:  c.Bool("progress"),
+				json:      c.Bool("json"),
+				failEvery: c.Int("fail-every"),
 			}
 			switch {
 			case cfg.duration < 0:
 				return fmt.Errorf("sink: --duration %s is negative", cfg.duration)
 			case cfg.expect < 0:
 				return fmt.Errorf("sink: --expect %d is negative", cfg.expect)
+			case cfg.failEvery < 0:
+				return cli.Exit(fmt.Sprintf("producer sink: --fail-every %d: want 0 (answer every delivery) or more", cfg.failEvery), cmdline.ExitUsage)
 			}
 			return runSink(c.Context, cfg, c.App.Writer, c.App.ErrWriter)
 		},
@@ -69,6 +74,9 @@ type sinkConfig struct {
 	print    bool
 	progress bool
 	json     bool
+	// failEvery > 0 leaves every failEvery-th delivery asking for an
+	// answer unanswered.
+	failEvery int
 }
 
 // sinkTopKeys is how many keys the table shows, busiest first.
@@ -81,6 +89,22 @@ type meter struct {
 	keys    map[policyKey]*keyStats
 	total   keyStats
 	stopped bool
+	asked   int // deliveries asking for an answer
+	failed  int // of them, left unanswered (--fail-every)
+}
+
+// answer reports whether a delivery asking for an answer gets one: all
+// but every failEvery-th (none when failEvery is 0). One left unanswered
+// is counted apart, not as a delivery.
+func (m *meter) answer(failEvery int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.asked++
+	if failEvery > 0 && m.asked%failEvery == 0 && !m.stopped {
+		m.failed++
+		return false
+	}
+	return true
 }
 
 // delivery is one received message as the sink sees it.
@@ -147,7 +171,8 @@ type policyKey struct{ policy, key string }
 type sinkReport struct {
 	Subject    string       `json:"subject"`
 	ElapsedSec float64      `json:"elapsed_s"`
-	StoppedBy  string       `json:"stopped_by"` // "expect", "duration" or "interrupt"
+	StoppedBy  string       `json:"stopped_by"`           // "expect", "duration" or "interrupt"
+	Unanswered int          `json:"unanswered,omitempty"` // deliveries left unanswered (--fail-every), not counted in the rest
 	Keys       int          `json:"keys"`
 	Totals     keySummary   `json:"totals"`
 	PerKey     []keySummary `json:"per_key"` // every key, most deliveries first
@@ -203,6 +228,9 @@ func runSink(ctx context.Context, cfg sinkConfig, stdout, stderr io.Writer) erro
 	sub, err := nc.Subscribe(cfg.subject, func(msg *nats.Msg) {
 		at := time.Now()
 		if msg.Reply != "" {
+			if !m.answer(cfg.failEvery) {
+				return // its attempt fails: it comes again
+			}
 			_ = msg.Respond(nil) // confirmed delivery: an empty answer
 		}
 		d := parseDelivery(msg, at)
@@ -256,6 +284,7 @@ func runSink(ctx context.Context, cfg sinkConfig, stdout, stderr io.Writer) erro
 	r.ElapsedSec = time.Since(start).Seconds()
 	r.Totals, r.PerKey = m.stop()
 	r.Keys = len(r.PerKey)
+	r.Unanswered = m.failed
 
 	outMu.Lock()
 	defer outMu.Unlock()
@@ -285,10 +314,13 @@ func startSinkProgress(w *lineWriter, every time.Duration, m *meter, start time.
 	last, lastAt := 0, start
 	return startProgress(w, every, func(now time.Time) string {
 		m.mu.Lock()
-		n, keys, dups := m.total.deliveries, len(m.keys), m.total.duplicates
+		n, keys, dups, failed := m.total.deliveries, len(m.keys), m.total.duplicates, m.failed
 		m.mu.Unlock()
 		line := fmt.Sprintf("%5.0fs  delivered %d  %.0f/s  keys %d  duplicates %d",
 			now.Sub(start).Seconds(), n, float64(n-last)/now.Sub(lastAt).Seconds(), keys, dups)
+		if failed > 0 {
+			line += fmt.Sprintf("  unanswered %d", failed)
+		}
 		last, lastAt = n, now
 		return line
 	})
@@ -360,6 +392,9 @@ func (l *lineWriter) end() {
 func printSinkReport(w io.Writer, r sinkReport) error {
 	fmt.Fprintf(w, "%s: %d deliveries of %d distinct jobs (%d duplicates) over %d keys in %.2fs, stopped by %s\n",
 		r.Subject, r.Totals.Deliveries, r.Totals.Distinct, r.Totals.Duplicates, r.Keys, r.ElapsedSec, r.StoppedBy)
+	if r.Unanswered > 0 {
+		fmt.Fprintf(w, "%d more deliveries left unanswered (--fail-every), so that their attempts fail: not counted above\n", r.Unanswered)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "policy\tkey\tdeliveries\tdistinct\tdups\trate/s\tgap min ms\tgap p50 ms\tgap p99 ms\tmax in 1s\tin queue p50 ms\tin queue p99 ms")
 	row := func(s keySummary) {

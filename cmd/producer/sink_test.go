@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
@@ -251,5 +254,65 @@ func TestParseDeliveryKey(t *testing.T) {
 	m.Header.Set(client.HeaderKey, "from a webhook bridge")
 	if got := parseDelivery(m, time.Now()).Key; got != "from a webhook bridge" {
 		t.Errorf("a header that is no form of the token's key: read %q, want the header", got)
+	}
+}
+
+// TestSinkFailEvery: with --fail-every 1 the sink answers no delivery of a
+// real shaper: every attempt fails after deliver.timeout, each job is
+// retried and then dead-lettered, and the sink counts the attempts it left
+// unanswered apart from its deliveries.
+func TestSinkFailEvery(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t,
+		"policies:\n  - name: p\n    outflow: 50/s\n    queue: 10\n    deliver: {timeout: 200ms}\n    retry: {attempts: 2, backoff: 50ms}\n")})
+	done := make(chan string, 1)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go func() {
+		out, err := runCLI(t, ctx, "sink", "--nats-url", s.NATSURL(), "--subject", "shaper.out.p.>",
+			"--fail-every", "1", "--json")
+		if err != nil {
+			t.Errorf("sink: %v", err)
+		}
+		done <- out
+	}()
+	// Subscribed once a request finds a responder that does not answer
+	// (no responders otherwise): that probe is one more attempt left
+	// unanswered.
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := nc.Request("shaper.out.p.probe", nil, 200*time.Millisecond)
+		if errors.Is(err, nats.ErrTimeout) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sink did not subscribe: %v", err)
+		}
+	}
+	for i := range 2 {
+		resp, err := http.Post("http://"+s.HTTPAddr()+"/v1/jobs/p/k", "application/octet-stream", strings.NewReader(fmt.Sprint("job ", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("submit = %s", resp.Status)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); s.Status()[0].Dead < 2 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop() // as Ctrl-C does
+	var rep sinkReport
+	if err := json.Unmarshal([]byte(<-done), &rep); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Status()[0]
+	if rep.Unanswered != 5 || rep.Totals.Deliveries != 0 || st.Dead != 2 || st.Delivered != 0 {
+		t.Errorf("sink: %d unanswered, %d deliveries; shaper: %d dead letters, %d delivered; want 5 unanswered (the probe, and 2 jobs × 2 attempts), none delivered, both jobs dead-lettered",
+			rep.Unanswered, rep.Totals.Deliveries, st.Dead, st.Delivered)
 	}
 }
