@@ -298,6 +298,19 @@ func (d *Drainer) keyInterval(k *keyState) time.Duration {
 	return max(d.interval(k), k.flight.latency/time.Duration(d.pace.Concurrency.perKey()))
 }
 
+// plannedInterval is keyInterval for the schedule's answers (eta_ms,
+// Retry-After): a key whose receipts were not timed yet is expected to
+// answer as the policy's keys did (their average receipt latency), so a
+// new key's first answers count a consumer slower than its slots. d.mu
+// must be held.
+func (d *Drainer) plannedInterval(k *keyState) time.Duration {
+	latency := k.flight.latency
+	if latency == 0 {
+		latency = d.latency
+	}
+	return max(d.interval(k), latency/time.Duration(d.pace.Concurrency.perKey()))
+}
+
 // totalInterval is the time between two attempts over all keys that the
 // schedule counts: the total cap's interval, or, when receipts come slower
 // than Concurrency.Total allows, the average receipt latency over Total;

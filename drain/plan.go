@@ -264,7 +264,7 @@ const exactKeys = 4096
 
 // roundsOf returns the rounds of k. d.mu must be held.
 func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
-	r := rounds{interval: d.keyInterval(k), total: d.totalInterval(), tally: &d.waiting, tallied: k.tallied}
+	r := rounds{interval: d.plannedInterval(k), total: d.totalInterval(), tally: &d.waiting, tallied: k.tallied}
 	if r.total <= 0 || time.Duration(d.waiting.keys(1)+1)*r.total <= r.interval {
 		return r // the cap never binds the key: its interval spaces its attempts
 	}
