@@ -304,11 +304,17 @@ func (d *Drainer) keyInterval(k *keyState) time.Duration {
 // new key's first answers count a consumer slower than its slots. d.mu
 // must be held.
 func (d *Drainer) plannedInterval(k *keyState) time.Duration {
-	latency := k.flight.latency
-	if latency == 0 {
-		latency = d.latency
+	return max(d.interval(k), d.expectedLatency(k)/time.Duration(d.pace.Concurrency.perKey()))
+}
+
+// expectedLatency is how long a delivery of k is expected to await its
+// receipt: k's average receipt latency, or before k has one the policy's
+// (0: none measured). d.mu must be held.
+func (d *Drainer) expectedLatency(k *keyState) time.Duration {
+	if k.flight.latency > 0 {
+		return k.flight.latency
 	}
-	return max(d.interval(k), latency/time.Duration(d.pace.Concurrency.perKey()))
+	return d.latency
 }
 
 // totalInterval is the time between two attempts over all keys that the
@@ -325,12 +331,20 @@ func (d *Drainer) totalInterval() time.Duration {
 
 // freeAt returns when k has a place for another delivery, at now or
 // later: when as many of its flights as it has over its limit less one
-// have landed, the oldest first, each after the average receipt latency.
-// d.mu must be held.
+// have landed, the oldest first, each after the average receipt latency;
+// or, one delivery at a time, once the one being handed over now is
+// answered, as expected (expectedLatency after it started), and not
+// before the slot after its own. d.mu must be held.
 func (d *Drainer) freeAt(k *keyState, now time.Time) time.Time {
+	if !d.pace.Concurrency.flies() {
+		if s := k.step; k.delivering() {
+			return maxTime(maxTime(s.scheduled.Add(d.interval(k)), s.chosen.Add(d.expectedLatency(k))), now)
+		}
+		return now
+	}
 	air := k.flight.air()
 	over := len(air) - d.pace.Concurrency.perKey()
-	if over < 0 || !d.pace.Concurrency.flies() {
+	if over < 0 {
 		return now
 	}
 	return maxTime(air[over].at.Add(k.flight.latency), now)

@@ -196,7 +196,7 @@ func (d *Drainer) stepFor(k *keyState, now time.Time) *step {
 			d.retriesDeferred++
 		}
 		t := k.job(i)
-		s.deliver, s.job, s.scheduled = t.msg, i, scheduled
+		s.deliver, s.job, s.scheduled, s.chosen = t.msg, i, scheduled, now
 		d.startFlying(k)
 		if d.pace.Concurrency.flies() {
 			s.flight = &flight{k: k, scheduled: scheduled}

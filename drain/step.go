@@ -29,6 +29,7 @@ type step struct {
 	reason     string
 	history    []string
 	scheduled  time.Time
+	chosen     time.Time // when the step took the job (under d.mu): its delivery starts about then
 	remove     []uint64
 	read       bool
 	readLater  bool      // the head is delivered and the next one read shortly before its slot (headLead)
