@@ -331,23 +331,29 @@ func (d *Drainer) totalInterval() time.Duration {
 
 // freeAt returns when k has a place for another delivery, at now or
 // later: when as many of its flights as it has over its limit less one
-// have landed, the oldest first, each after the average receipt latency;
-// or, one delivery at a time, once the one being handed over now is
-// answered, as expected (expectedLatency after it started), and not
-// before the slot after its own. d.mu must be held.
+// have landed, the oldest first, each after the average receipt latency.
+// d.mu must be held.
 func (d *Drainer) freeAt(k *keyState, now time.Time) time.Time {
-	if !d.pace.Concurrency.flies() {
-		if s := k.step; k.delivering() {
-			return maxTime(maxTime(s.scheduled.Add(d.interval(k)), s.chosen.Add(d.expectedLatency(k))), now)
-		}
-		return now
-	}
 	air := k.flight.air()
 	over := len(air) - d.pace.Concurrency.perKey()
-	if over < 0 {
+	if over < 0 || !d.pace.Concurrency.flies() {
 		return now
 	}
 	return maxTime(air[over].at.Add(k.flight.latency), now)
+}
+
+// nextAfterFlight returns when k's next attempt may start, one delivery
+// at a time, while one of its jobs is being handed over: once that one is
+// answered, as expected (expectedLatency after it started), and not
+// before the slot after its own; the zero time otherwise. It bounds the
+// starts the schedule answers with, not when the key's place in its queue
+// frees (that is the receipt, KeyStatus.RoomIn). d.mu must be held.
+func (d *Drainer) nextAfterFlight(k *keyState) time.Time {
+	if d.pace.Concurrency.flies() || !k.delivering() {
+		return time.Time{}
+	}
+	s := k.step
+	return maxTime(s.scheduled.Add(d.interval(k)), s.chosen.Add(d.expectedLatency(k)))
 }
 
 // takeBackAll takes back the failed jobs of k whose flights ended while a

@@ -160,7 +160,7 @@ func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
 	// to pause), or once the first retry is due (no room aside: then the
 	// head steps aside), in an attempt of its own.
 	rounds := d.roundsOf(k, now)
-	at := maxTime(k.next.time(), d.freeAt(k, now))
+	at := maxTime(maxTime(k.next.time(), d.freeAt(k, now)), d.nextAfterFlight(k))
 	var dues []time.Time // earliest first
 	for i := headJob; i < len(k.aside); i++ {
 		if t := k.job(i); t.waitsRetry() {
