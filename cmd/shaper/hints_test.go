@@ -173,6 +173,8 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"policies", "check"}, `shaper policies check: missing FILE; usage: shaper policies check FILE`},
 		{[]string{"dead", "show", "orders"}, `shaper dead show: missing SEQ; usage: shaper dead show POLICY SEQ`},
 		{[]string{"dead", "show", "orders", "x"}, `shaper dead show: bad sequence "x": want a positive number`},
+		{[]string{"dead", "replay", "orders"}, `shaper dead replay: unexpected argument "orders": it takes none, only flags (did you mean --policy orders?)`},
+		{[]string{"status", "orders"}, `shaper status: unexpected argument "orders": it takes none, only flags (see shaper status --help)`},
 		{[]string{"serve", "--workers", "0"}, `shaper serve: --workers 0: want at least 1 (deliveries in flight per policy; default 32)`},
 		{[]string{"serve", "--workers", "-1"}, `shaper serve: --workers -1: want at least 1`},
 		{[]string{"help", "polices"}, `shaper: no command "polices" to help with; the commands are serve, policies,`},

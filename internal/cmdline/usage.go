@@ -39,6 +39,9 @@ func strictCommand(parent string, c *cli.Command, req required) {
 	name := parent + " " + c.Name
 	if len(c.Subcommands) == 0 {
 		c.HideHelpCommand = true
+		if c.ArgsUsage == "" && c.Action != nil {
+			c.Action = noArgs(name, c.Action)
+		}
 		return
 	}
 	if c.Action == nil {
@@ -49,6 +52,25 @@ func strictCommand(parent string, c *cli.Command, req required) {
 	}
 	for _, sub := range c.Subcommands {
 		strictCommand(name, sub, req)
+	}
+}
+
+// noArgs wraps the action of command name, which takes no arguments
+// (no ArgsUsage): an argument given is refused (exit 2) before the action
+// runs. urfave/cli leaves them to the action, which ignored them: `shaper
+// dead replay orders` replayed every policy's dead letters. For a command
+// with a --policy flag, the argument is suggested as its value.
+func noArgs(name string, action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.Args().Len() == 0 {
+			return action(c)
+		}
+		got := c.Args().First()
+		hint := ""
+		if slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "policy") }) && !strings.HasPrefix(got, "-") {
+			hint = fmt.Sprintf(" (did you mean --policy %s?)", got)
+		}
+		return cli.Exit(fmt.Sprintf("%s: unexpected argument %q: it takes none, only flags%s (see %s --help)", name, got, hint, name), ExitUsage)
 	}
 }
 
