@@ -54,9 +54,9 @@ func sinkCommand() *cli.Command {
 			}
 			switch {
 			case cfg.duration < 0:
-				return fmt.Errorf("sink: --duration %s is negative", cfg.duration)
+				return cli.Exit(fmt.Sprintf("producer sink: --duration %s is negative: want 0 (until interrupted) or more", cfg.duration), cmdline.ExitUsage)
 			case cfg.expect < 0:
-				return fmt.Errorf("sink: --expect %d is negative", cfg.expect)
+				return cli.Exit(fmt.Sprintf("producer sink: --expect %d is negative: want 0 (no limit) or more", cfg.expect), cmdline.ExitUsage)
 			case cfg.failEvery < 0:
 				return cli.Exit(fmt.Sprintf("producer sink: --fail-every %d: want 0 (answer every delivery) or more", cfg.failEvery), cmdline.ExitUsage)
 			}

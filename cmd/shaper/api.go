@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +30,9 @@ func apiFlags() []cli.Flag {
 // requests give up after timeout. An address no URL can hold is a bad
 // command line.
 func apiClient(c *cli.Context, timeout time.Duration) (*client.Client, error) {
+	if err := hostPort(c.String("http")); err != nil {
+		return nil, cli.Exit(fmt.Sprintf("shaper %s: --http %q: want HOST:PORT, such as %s (%v)", commandName(c), c.String("http"), shaper.DefaultHTTPAddr, err), cmdline.ExitUsage)
+	}
 	api, err := client.New("http://"+c.String("http"), client.Config{
 		HTTPClient: &http.Client{Timeout: timeout},
 		UserAgent:  "shaper-cli",
@@ -41,6 +46,22 @@ func apiClient(c *cli.Context, timeout time.Duration) (*client.Client, error) {
 		return nil, cli.Exit(fmt.Sprintf("shaper %s: --http %q: want HOST:PORT, such as %s (%v)", commandName(c), c.String("http"), shaper.DefaultHTTPAddr, err), cmdline.ExitUsage)
 	}
 	return api, nil
+}
+
+// hostPort says what is wrong with addr as HOST:PORT (nil: nothing): a
+// scheme, no port, or a port that is not a number from 1 to 65535.
+func hostPort(addr string) error {
+	if strings.Contains(addr, "://") {
+		return errors.New("no scheme: the address only")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("no port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return nil
 }
 
 // commandName is the command c runs, as an operator types it after

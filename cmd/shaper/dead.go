@@ -98,7 +98,7 @@ POLICY SEQ: job OLD-ID → NEW-ID for each. The old id's status
 				Flags: append(filters[:len(filters):len(filters)], &cli.BoolFlag{Name: "all", Usage: "purge every policy's dead letters (needed without --policy)"}),
 				Action: func(c *cli.Context) error {
 					if c.String("policy") == "" && !c.Bool("all") {
-						return cli.Exit("purge: name a --policy, or say --all", 2)
+						return cli.Exit("shaper dead purge: name a --policy, or say --all", cmdline.ExitUsage)
 					}
 					return apply(c, (*client.Client).PurgeDead, "purged", nil)
 				},

@@ -204,7 +204,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 	}{
 		{[]string{"--http", "0.0.0.0:0"}, []string{"shaper: admin token: the HTTP API listens beyond loopback (0.0.0.0:0) and no admin token is set", "(see --admin-token, or --admin-loopback-only)"}},
 		{[]string{"--http", "127.0.0.1:0", "--sync", "often"}, []string{`shaper serve: --sync "often": want always or a positive duration`}},
-		{[]string{"--http", "127.0.0.1:0", "--log-level", "loud"}, []string{"shaper serve: --log-level: "}},
+		{[]string{"--http", "127.0.0.1:0", "--log-level", "loud"}, []string{`shaper serve: --log-level "loud": want debug, info, warn or error`}},
 		{[]string{"--http", "127.0.0.1:0", "--nats-listen", "0.0.0.0:0"}, []string{"shaper: NATS token: the embedded NATS server would listen beyond loopback (0.0.0.0:0) without credentials", "(see --nats-token)"}},
 		{[]string{"--http", "127.0.0.1:0", "--lease-ttl", "100ms"}, []string{"shaper: lease TTL: 100ms: want at least 1s", "(see --lease-ttl)"}},
 	} {

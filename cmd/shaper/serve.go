@@ -62,7 +62,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 		Action: func(c *cli.Context) error {
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-				return cli.Exit(fmt.Sprintf("shaper serve: --log-level: %v", err), cmdline.ExitUsage)
+				return cli.Exit(fmt.Sprintf("shaper serve: --log-level %q: want debug, info, warn or error", c.String("log-level")), cmdline.ExitUsage)
 			}
 			if n := c.Int("workers"); n < 1 {
 				return cli.Exit(fmt.Sprintf("shaper serve: --workers %d: want at least 1 (deliveries in flight per policy; default %d)", n, drain.DefaultWorkers), cmdline.ExitUsage)
