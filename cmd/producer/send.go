@@ -378,7 +378,7 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 		if errors.As(run.unknownPolicy, &answer) && answer.Problem.Detail != "" {
 			detail = answer.Problem.Detail
 		}
-		return fmt.Errorf("send: %s: no job was stored", detail)
+		return cli.Exit("producer send: "+detail+": no job was stored", cmdline.ExitUsage)
 	}
 	if cfg.json {
 		enc := json.NewEncoder(stdout)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/internal/testenv"
 )
 
@@ -169,8 +170,8 @@ func TestSendUnknownPolicy(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, err := runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "ordrs", "--jobs", "1000", "--concurrency", "2")
-	if err == nil || !strings.Contains(err.Error(), `unknown policy "ordrs"; known: orders, webhooks`) {
-		t.Errorf("send to an unknown policy = %v, want the shaper's answer naming the known policies", err)
+	if err == nil || !strings.Contains(err.Error(), `unknown policy "ordrs"; known: orders, webhooks`) || cmdline.ExitCode(err) != 2 {
+		t.Errorf("send to an unknown policy = %v (exit %d), want the shaper's answer naming the known policies, exit 2", err, cmdline.ExitCode(err))
 	}
 	if got := n.Load(); got > 10 {
 		t.Errorf("%d requests sent to an unknown policy, want the run to stop at the first answers", got)

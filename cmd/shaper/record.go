@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/traffic"
 )
@@ -77,6 +79,9 @@ func runRecord(c *cli.Context) error {
 	}
 	rec := newRecording(out, policy, time.Now(), d)
 	stats, err := n.Record(ctx, policy, rec.add)
+	if errors.Is(err, client.ErrUnknownPolicy) { // a bad command line, as for the commands asking over HTTP
+		return cli.Exit("shaper record: --policy: "+strings.TrimPrefix(err.Error(), "client: "), cmdline.ExitUsage)
+	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("record: %w", err)
 	}

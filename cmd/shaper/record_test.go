@@ -62,7 +62,7 @@ func TestRecordCommand(t *testing.T) {
 		t.Errorf("comments %q", c)
 	}
 
-	if _, _, err := runCLI(t, "record", "--policy", "nope", "--duration", "1s", "--nats-url", s.NATSURL(), "--out", out); err == nil || !strings.Contains(err.Error(), "unknown policy") {
-		t.Errorf("record --policy nope: %v, want unknown policy", err)
+	if _, _, err := runCLI(t, "record", "--policy", "nope", "--duration", "1s", "--nats-url", s.NATSURL(), "--out", out); exitCode(err) != 2 || !strings.HasPrefix(err.Error(), "shaper record: --policy: ") || !strings.Contains(err.Error(), "unknown policy") {
+		t.Errorf("record --policy nope: %v (exit %d), want unknown policy, exit 2", err, exitCode(err))
 	}
 }
