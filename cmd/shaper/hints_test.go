@@ -177,6 +177,11 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"status", "orders"}, `shaper status: unexpected argument "orders": it takes none, only flags (see shaper status --help)`},
 		{[]string{"serve", "--workers", "0"}, `shaper serve: --workers 0: want at least 1 (deliveries in flight per policy; default 32)`},
 		{[]string{"serve", "--workers", "-1"}, `shaper serve: --workers -1: want at least 1`},
+		{[]string{"serve", "--max-payload", "-5"}, `shaper serve: --max-payload -5: want at least 1 (bytes)`},
+		{[]string{"serve", "--job-ttl", "-1h"}, `shaper serve: --job-ttl -1h0m0s: want a positive duration`},
+		{[]string{"serve", "--lease-ttl", "0s"}, `shaper serve: --lease-ttl 0s: want a positive duration`},
+		{[]string{"serve", "--replicas", "0"}, `shaper serve: --replicas 0: want 1, 3 or 5`},
+		{[]string{"serve", "--replicas", "3"}, `shaper serve: --replicas 3: the embedded JetStream is one node: replicas need a cluster (--nats-url)`},
 		{[]string{"help", "polices"}, `shaper: no command "polices" to help with; the commands are serve, policies,`},
 	} {
 		out, _, err := runCLI(t, tc.args...)

@@ -67,6 +67,9 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			if n := c.Int("workers"); n < 1 {
 				return cli.Exit(fmt.Sprintf("shaper serve: --workers %d: want at least 1 (deliveries in flight per policy; default %d)", n, drain.DefaultWorkers), cmdline.ExitUsage)
 			}
+			if err := serveValues(c); err != nil {
+				return err
+			}
 			hopts := &slog.HandlerOptions{Level: level}
 			var h slog.Handler = slog.NewTextHandler(c.App.ErrWriter, hopts)
 			if c.Bool("log-json") {
@@ -173,6 +176,35 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			return withFlag(s.Run(c.Context))
 		},
 	}
+}
+
+// serveValues refuses values of serve's flags that mean nothing (exit 2,
+// before anything starts): a size or count below 1, a duration not above
+// 0 (shaper.Config would take either for its default), and more than one
+// replica of the streams on the embedded server, a single node (it was
+// retried until --start-timeout, then failed).
+func serveValues(c *cli.Context) error {
+	bad := func(format string, a ...any) error {
+		return cli.Exit("shaper serve: "+fmt.Sprintf(format, a...), cmdline.ExitUsage)
+	}
+	if n := c.Int("max-payload"); n < 1 {
+		return bad("--max-payload %d: want at least 1 (bytes)", n)
+	}
+	if n := c.Int64("job-records"); n < 1 {
+		return bad("--job-records %d: want at least 1", n)
+	}
+	for _, name := range []string{"job-ttl", "start-timeout", "lease-ttl", "shutdown-timeout"} {
+		if d := c.Duration(name); d <= 0 {
+			return bad("--%s %s: want a positive duration", name, d)
+		}
+	}
+	switch n := c.Int("replicas"); {
+	case n != 1 && n != 3 && n != 5:
+		return bad("--replicas %d: want 1, 3 or 5", n)
+	case n > 1 && c.String("nats-url") == "":
+		return bad("--replicas %d: the embedded JetStream is one node: replicas need a cluster (--nats-url)", n)
+	}
+	return nil
 }
 
 // configFlags are the serve flags of shaper.Config's fields.
