@@ -40,3 +40,35 @@ func TestStartInNewKeyCountsPolicyReceipts(t *testing.T) {
 		})
 	})
 }
+
+// A key's next job waits for the receipt of the one being handed over:
+// asked while a delivery is in flight, StartIn counts the receipt time
+// measured (it said 0 until the receipt came: with 500 ms receipts at
+// 25/s, a job asked about 100 ms into a delivery started 400 ms later).
+func TestStartInCountsTheDeliveryInFlight(t *testing.T) {
+	noDeadlock(t, func() {
+		synctest.Test(t, func(t *testing.T) {
+			r := newMemRig(t, 100, drain.Pace{Interval: 40 * time.Millisecond}, drain.Config{})
+			l := newFlightLog(r, 500*time.Millisecond)
+			r.admit("a", 4)
+			r.d.Start(t.Context())
+			token, err := queue.EncodeKey("a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			elapse(600 * time.Millisecond) // the first receipt timed; the second delivery 100 ms in flight
+			now := time.Now()
+			eta := r.d.StartIn(token, 1, now)
+			r.sink.wait(t, 4, time.Minute)
+			starts := l.of("a")
+			if len(starts) != 4 {
+				t.Fatalf("%d starts, want 4", len(starts))
+			}
+			actual := starts[2].at.Sub(now)
+			t.Logf("StartIn(1) = %v; the job started after %v", eta, actual)
+			if diff := (eta - actual).Abs(); diff > 40*time.Millisecond {
+				t.Errorf("StartIn(1) during a delivery = %v, the job started after %v, want within a slot (40ms)", eta, actual)
+			}
+		})
+	})
+}
