@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaper-dev/shaper/internal/freeport"
 )
 
 // proc is a process started by a test. It is killed when the test ends, and
@@ -128,22 +129,13 @@ func (b *tailBuffer) String() string {
 	return string(tail)
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1: it holds all n
-// listeners before closing them, so the ports differ from each other.
+// freePorts returns n distinct free TCP ports on 127.0.0.1, outside the
+// range outgoing connections take theirs from (see package freeport).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	lns := make([]net.Listener, n)
-	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		lns[i] = ln
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-	}
-	for _, ln := range lns {
-		ln.Close()
+	ports, err := freeport.Take(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shaper-dev/shaper/internal/freeport"
 )
 
 // RedisInstallCommand is the command that installs the redis-server binary
@@ -148,14 +150,7 @@ func ping(addr string) error {
 	return nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.One() }
 
 // redisBinary finds redis-server, installing it with apt-get when running
 // as root, and fails the test with the install command otherwise.

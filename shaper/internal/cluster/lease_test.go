@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shaper-dev/shaper/internal/freeport"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -218,12 +219,11 @@ func TestHoldLeaseTakenOverWhenHolderDies(t *testing.T) {
 // back it holds the lease again, never having been told it lost it (its
 // entry expired meanwhile, and nobody else took it).
 func TestHoldLeaseThroughOutage(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.One()
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := &server.Options{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
-	ln.Close()
+	opts := &server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
 	start := func() *server.Server {
 		s, err := server.NewServer(opts)
 		if err != nil {

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/shaper-dev/shaper/internal/freeport"
 )
 
 // ClockTicks is the unit of utime and stime in /proc/PID/stat (USER_HZ,
@@ -85,13 +86,7 @@ func LoadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that nothing listened on a
-// moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on,
+// outside the range outgoing connections take theirs from (see package
+// freeport).
+func FreePort() (int, error) { return freeport.One() }
