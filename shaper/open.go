@@ -15,10 +15,11 @@ import (
 // open opens the job records, the cluster's buckets, every policy's
 // pipeline and dead letters, applies the stored overrides and starts the
 // leases; on an error the caller stops what was started (Run's abort).
-func (s *Shaper) open(runCtx context.Context) error {
-	// Creating or binding the stores retries until the start-up deadline;
-	// what runs afterwards lives with runCtx.
-	ctx, cancel := context.WithTimeoutCause(runCtx, s.cfg.StartTimeout, errors.New("the start-up deadline passed"))
+func (s *Shaper) open(ctx, runCtx context.Context) error {
+	// Creating or binding the stores retries until the start-up deadline
+	// or until Run is stopped (a signal during a start-up that keeps
+	// retrying ends it); what runs afterwards lives with runCtx.
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.StartTimeout, errStartDeadline)
 	defer cancel()
 	err := s.retry(ctx, "opening the job records", func(ctx context.Context) (err error) {
 		s.jobs, err = jobs.Open(ctx, s.js, jobs.Config{

@@ -237,7 +237,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 			s.log.Warn("redis unreachable at start: admission limits fail open or closed per policy until it answers", "err", err)
 		}
 	}
-	if err := s.open(runCtx); err != nil {
+	if err := s.open(ctx, runCtx); err != nil {
 		return abort(err)
 	}
 	full := s.Handler()

@@ -30,6 +30,9 @@ const (
 	startTry        = 10 * time.Second
 )
 
+// errStartDeadline ends a start-up that took longer than StartTimeout.
+var errStartDeadline = errors.New("the start-up deadline passed")
+
 // startup is what a starting Shaper shows on /readyz: the step it is at.
 type startup struct{ step atomic.Pointer[string] }
 
@@ -60,17 +63,33 @@ func (s *Shaper) retry(ctx context.Context, what string, open func(context.Conte
 			}
 			return nil
 		}
-		if !transient(err) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return s.endedStart(ctx, what, attempt, err)
+		}
+		if !transient(err) {
 			return err
 		}
 		s.log.Warn("start-up: failed, retrying", "step", what, "attempt", attempt, "retry_in", wait, "err", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (gave up after %d attempts: %v)", err, attempt, context.Cause(ctx))
+			return s.endedStart(ctx, what, attempt, err)
 		case <-time.After(wait):
 		}
 		wait, bound = min(2*wait, startMaxBackoff), min(2*bound, startTry)
 	}
+}
+
+// endedStart is the error of a start-up step whose retries ctx ended: the
+// start-up deadline, or Run stopped before it served.
+func (s *Shaper) endedStart(ctx context.Context, what string, attempts int, last error) error {
+	hint := ""
+	if errors.Is(last, nats.ErrNoResponders) || errors.Is(last, jetstream.ErrJetStreamNotEnabled) {
+		hint = "; no JetStream answered: is the NATS server run with JetStream on (nats-server -js) and, in a cluster, are most of its nodes up?"
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, errStartDeadline) {
+		return fmt.Errorf("stopped before serving, while %s (%d attempts; the last: %w%s)", what, attempts, last, hint)
+	}
+	return fmt.Errorf("%w (gave up after %d attempts: %v%s)", last, attempts, errStartDeadline, hint)
 }
 
 // transient reports whether a failure to create or bind a store may pass:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
 )
@@ -104,5 +105,40 @@ func TestRequiredFlagSaidFirst(t *testing.T) {
 			t.Errorf("shaper %s: exit %d, stderr %q, stdout %q; want exit 2, stderr %q and nothing else",
 				strings.Join(c.args, " "), code, stderr.String(), stdout.String(), c.want)
 		}
+	}
+}
+
+// A start-up that keeps retrying (here: a NATS server without JetStream)
+// is stopped by a signal at once, not at --start-timeout, and says where
+// it was and what the last try answered.
+func TestServeInterruptedWhileStarting(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	defer ns.Shutdown()
+	dir := t.TempDir()
+	pf := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(pf, []byte("policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _, stderr := testenv.Command(t, "serve", "--policies", pf, "--http", "127.0.0.1:0", "--nats-url", ns.ClientURL())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, stderr, "start-up: failed, retrying", 30*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// --start-timeout is 2 minutes: ten seconds is a stop, not a give-up.
+	code := testenv.ExitCode(t, cmd, 10*time.Second)
+	out := stderr.String()
+	if code != 1 || !strings.Contains(out, "shaper: stopped before serving, while opening the job records") ||
+		!strings.Contains(out, "nats-server -js") || strings.Contains(out, "gave up") {
+		t.Errorf("serve stopped while starting: exit %d, stderr:\n%s\nwant exit 1, where it stopped, and the JetStream hint", code, out)
 	}
 }
