@@ -14,8 +14,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shaper-dev/shaper/drain/downstream"
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/internal/suggest"
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/replay"
 )
@@ -78,6 +80,9 @@ type tuning struct {
 
 func tuningFrom(c *cli.Context) (tuning, error) {
 	t := tuning{trace: c.String("trace"), policy: c.String("policy")}
+	if err := tuneValues(c); err != nil {
+		return t, cli.Exit("shaper tune: "+err.Error(), cmdline.ExitUsage)
+	}
 	set, err := policies.Load(c.String("policy-file"))
 	if err != nil {
 		return t, cli.Exit("tune: "+err.Error(), 2)
@@ -120,7 +125,34 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 	if t.down.Model, err = modelFrom(c, p); err != nil {
 		return t, cli.Exit("tune: "+err.Error(), 2)
 	}
+	if c.Bool("apply") && t.targets == (replay.Targets{}) {
+		return t, cli.Exit("shaper tune: --apply needs a target to recommend by (--max-wait, --max-reject or --downstream-max)", cmdline.ExitUsage)
+	}
 	return t, nil
+}
+
+// tuneValues checks, before a replay that may take minutes, the values
+// only its end would use or that mean nothing: --parallel and
+// --max-payload below 1, a --plot file that is not *.svg or cannot be
+// written where it is named, and --http for --apply.
+func tuneValues(c *cli.Context) error {
+	if n := c.Int("parallel"); n < 1 {
+		return fmt.Errorf("--parallel %d: want at least 1 (candidates replayed at once)", n)
+	}
+	if n := c.Int("max-payload"); n < 1 {
+		return fmt.Errorf("--max-payload %d: want at least 1 (bytes)", n)
+	}
+	if c.IsSet("plot") {
+		if err := plotWritable(c.String("plot")); err != nil {
+			return fmt.Errorf("--plot %w", err)
+		}
+	}
+	if c.Bool("apply") {
+		if err := hostPort(c.String("http")); err != nil {
+			return fmt.Errorf("--http %q: want HOST:PORT, such as %s (%v)", c.String("http"), shaper.DefaultHTTPAddr, err)
+		}
+	}
+	return nil
 }
 
 // holdRejections bounds the rejections of a recommendation by those of the
@@ -248,6 +280,13 @@ func runTune(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit("tune: "+err.Error(), 2)
 	}
+	if c.Bool("apply") {
+		// Before the replay: a shaper that is not there, or has no such
+		// policy, is said now, not after minutes of work.
+		if err := applicable(c, t.policy); err != nil {
+			return err
+		}
+	}
 	src := func() (io.ReadCloser, error) { return os.Open(t.trace) }
 	if os.Getenv("GOGC") == "" {
 		// A replay's heap is small and bounded by the keys (tens of MB),
@@ -301,6 +340,19 @@ func runTune(c *cli.Context) error {
 	}
 	if c.Bool("apply") {
 		return applyTuning(c, results[choice.Best].Policy)
+	}
+	return nil
+}
+
+// applicable asks the running shaper for policy name: whether --apply can
+// tune it.
+func applicable(c *cli.Context, name string) error {
+	api, err := apiClient(c, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	if _, err := api.Policy(c.Context, name); err != nil {
+		return apiError(err, "tune: --apply")
 	}
 	return nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"html"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -19,10 +21,35 @@ import (
 // queue over the trace for the current and the recommended policy, and the
 // trade-off between rejections and wait over every candidate.
 func writePlot(path string, r *tuneReport) error {
+	if err := plotWritable(path); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(plotSVG(r)), 0o644)
+}
+
+// plotWritable says what stops writing the plot to path (nil: nothing): a
+// name that is not *.svg, a directory that is not there or not writable,
+// a directory of that name. It writes nothing at path itself.
+func plotWritable(path string) error {
 	if !strings.EqualFold(filepath.Ext(path), ".svg") {
 		return fmt.Errorf("%s: the plot is an SVG file: name it *.svg", path)
 	}
-	return os.WriteFile(path, []byte(plotSVG(r)), 0o644)
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s: a directory of that name is there", path)
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s: no directory %s", path, dir)
+	}
+	f, err := os.CreateTemp(dir, ".tune-*.svg")
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("%s: cannot write in %s: permission denied", path, dir)
+		}
+		return fmt.Errorf("%s: cannot write in %s: %w", path, dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // The plot's geometry, in SVG user units.

@@ -220,6 +220,13 @@ func TestTuneRefusesBadInput(t *testing.T) {
 		{[]string{"--trace", trace, "--downstream-step", "1m=2/s"}, "need --downstream-capacity"},
 		{[]string{"--trace", trace, "--downstream-capacity", "9/s", "--downstream-step", "20s=2/s", "--downstream-step", "10s=3/s"}, `--downstream-step "10s=3/s": want AT=RATE`},
 		{[]string{"--trace", trace, "--downstream-capacity", "9/s", "--downstream-step", "1m=x"}, `--downstream-step "1m=x"`},
+		{[]string{"--trace", trace, "--parallel", "0"}, "--parallel 0: want at least 1"},
+		{[]string{"--trace", trace, "--parallel", "-2"}, "--parallel -2: want at least 1"},
+		{[]string{"--trace", trace, "--max-payload", "-1"}, "--max-payload -1: want at least 1"},
+		{[]string{"--trace", trace, "--plot", filepath.Join(t.TempDir(), "no", "x.svg")}, "no directory"},
+		{[]string{"--trace", trace, "--plot", t.TempDir() + "/"}, "name it *.svg"},
+		{[]string{"--trace", trace, "--apply"}, "--apply needs a target"},
+		{[]string{"--trace", trace, "--apply", "--max-wait", "4s", "--http", "localhost"}, `--http "localhost": want HOST:PORT`},
 	} {
 		_, _, err := runCLI(t, append([]string{"tune", "--policy-file", pf}, tc.args...)...)
 		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
@@ -264,6 +271,24 @@ func TestTuneApply(t *testing.T) {
 	_, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-reject", "100%", "--outflow", "2/s", "--queue", "10", "--apply", "--http", s.HTTPAddr())
 	if err == nil || !strings.Contains(err.Error(), "admin-token") {
 		t.Errorf("--apply without the admin token: %v, want a 401 naming --admin-token", err)
+	}
+	// What --apply cannot do is said before the replay, not after it.
+	gone := freeAddr(t)
+	for _, tc := range []struct {
+		http, policy string
+		code         int
+		want         string
+	}{
+		{s.HTTPAddr(), "nope", 2, `unknown policy "nope"; known: orders`},
+		{gone, "orders", 1, "is the shaper running?"},
+	} {
+		pf2 := filepath.Join(t.TempDir(), "p.yaml")
+		os.WriteFile(pf2, []byte("policies:\n  - name: "+tc.policy+"\n    outflow: 4/s\n    queue: 20\n"), 0o644)
+		_, errOut, err := runCLI(t, "tune", "--policy-file", pf2, "--trace", trace, "--max-wait", "4s", "--apply", "--http", tc.http, "--admin-token", "secret")
+		if exitCode(err) != tc.code || !strings.Contains(err.Error(), tc.want) || strings.Contains(errOut, "replayed") {
+			t.Errorf("tune --apply --http %s, policy %s: %v (exit %d), stderr %q; want exit %d naming %q before any replay",
+				tc.http, tc.policy, err, exitCode(err), errOut, tc.code, tc.want)
+		}
 	}
 }
 
