@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,7 @@ func sendCommand() *cli.Command {
 			"request to shaper.submit.<policy>.<key>; with --trace, the jobs of a trace at their times.\n" +
 			"Prints a summary on stdout when done.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "http", Value: "http://127.0.0.1:8080", Usage: "shaper HTTP base `URL`", EnvVars: envVar("http")},
+			&cli.StringFlag{Name: "http", Value: "http://127.0.0.1:8080", Usage: "the shaper's `URL` (or HOST:PORT, as shaper's commands take it)", EnvVars: envVar("http")},
 			&cli.StringFlag{Name: "nats-url", Usage: "submit by NATS request via this server `URL` instead of HTTP", EnvVars: envVar("nats-url")},
 			&cli.StringFlag{Name: "policy", Required: true, Usage: "policy `NAME` to submit to", EnvVars: envVar("policy")},
 			&cli.IntFlag{Name: "keys", Value: 1, Usage: "number of keys `N`, named <key-prefix>0 … <key-prefix>N-1", EnvVars: envVar("keys")},
@@ -101,6 +102,13 @@ func sendConfigFrom(c *cli.Context) (sendConfig, error) {
 	if at := c.Timestamp("start-at"); at != nil {
 		cfg.startAt = *at
 	}
+	if cfg.natsURL == "" {
+		u, err := baseURL(c.String("http"))
+		if err != nil {
+			return cfg, fmt.Errorf("send: --http %q: %w", c.String("http"), err)
+		}
+		cfg.httpURL = u
+	}
 	switch {
 	case cfg.natsURL != "" && c.IsSet("http"):
 		return cfg, errors.New("send: use --http or --nats-url, not both")
@@ -112,6 +120,8 @@ func sendConfigFrom(c *cli.Context) (sendConfig, error) {
 		return cfg, fmt.Errorf("send: --concurrency %d must be at least 1", cfg.concurrency)
 	case cfg.timeout <= 0:
 		return cfg, fmt.Errorf("send: --timeout %s must be positive", cfg.timeout)
+	case cfg.trace == "" && c.IsSet("speed"):
+		return cfg, errors.New("send: --speed runs a trace's clock faster: it needs --trace (--rate sets the pace of generated jobs)")
 	case cfg.trace != "":
 		return traceConfig(c, cfg)
 	case cfg.jobs < 0:
@@ -142,6 +152,26 @@ func sendConfigFrom(c *cli.Context) (sendConfig, error) {
 	}
 	cfg.interval = iv
 	return cfg, nil
+}
+
+// baseURL is the shaper's base URL that --http gives: a URL (http or
+// https), or HOST:PORT as the shaper's own commands take it.
+func baseURL(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	s = strings.TrimRight(s, "/")
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.HasSuffix(u.Host, ":") || u.RawQuery != "" || u.Fragment != "" {
+		return "", errors.New("want the shaper's URL, such as http://127.0.0.1:8080, or HOST:PORT")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("port %q is not a number from 1 to 65535", p)
+		}
+	}
+	return s, nil
 }
 
 // parseInterval turns a --rate value into the pause between submissions:

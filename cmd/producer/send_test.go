@@ -121,6 +121,11 @@ func TestSendHTTP(t *testing.T) {
 	if len(payload) != 10 {
 		t.Errorf("payload is %d bytes, want 10", len(payload))
 	}
+	// HOST:PORT, as the shaper's own commands take --http, reaches it too.
+	before := n.Load()
+	if _, err := runCLI(t, t.Context(), "send", "--http", srv.Listener.Addr().String(), "--policy", "orders", "--jobs", "2"); err != nil || n.Load() != before+2 {
+		t.Errorf("send --http HOST:PORT: %v, %d requests, want 2", err, n.Load()-before)
+	}
 }
 
 func TestSendHTTPErrors(t *testing.T) {
@@ -209,6 +214,20 @@ func TestSendRefusesBadFlags(t *testing.T) {
 	} {
 		if _, err := runCLI(t, t.Context(), args...); err == nil {
 			t.Errorf("producer %q: no error", args)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--speed", "2"}, "--speed runs a trace's clock faster: it needs --trace"},
+		{[]string{"--http", "ftp://127.0.0.1:8080"}, `--http "ftp://127.0.0.1:8080": want the shaper's URL, such as http://127.0.0.1:8080, or HOST:PORT`},
+		{[]string{"--http", "127.0.0.1:99999"}, `port "99999" is not a number from 1 to 65535`},
+		{[]string{"--http", "http://"}, "want the shaper's URL"},
+	} {
+		_, err := runCLI(t, t.Context(), append([]string{"send", "--policy", "p", "--jobs", "1"}, tc.args...)...)
+		if cmdline.ExitCode(err) != cmdline.ExitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("producer send %q: %v, want exit 2 saying %q", tc.args, err, tc.want)
 		}
 	}
 }
