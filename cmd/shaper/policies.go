@@ -180,6 +180,36 @@ func setFlags() []cli.Flag {
 	return append(flags, &cli.StringSliceFlag{Name: "reset", Usage: "take `FIELD` back to the policy file's value (total, retry.attempts, retry, admit, …)"})
 }
 
+// newAdmitNeeds refuses a change of some --admit-… fields of a policy that
+// has no admission limit, for a new limit needs its algorithm and its
+// limit: the shaper would name the missing fields of the policy file
+// (admit.limit: missing), not the flags that give them.
+func newAdmitNeeds(c *cli.Context, api *client.Client, name string, change client.PolicyChange) error {
+	a, ok := change.Admit.Get()
+	if !ok || a.Off {
+		return nil
+	}
+	var missing []string
+	if _, ok := a.Algorithm.Get(); !ok {
+		missing = append(missing, "--admit-algorithm")
+	}
+	if _, ok := a.Limit.Get(); !ok {
+		missing = append(missing, "--admit-limit")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	running, err := api.Policy(c.Context, name)
+	if err != nil {
+		return apiError(err, "policies set")
+	}
+	if running.Admit != nil {
+		return nil
+	}
+	return cli.Exit(fmt.Sprintf("shaper policies set: policy %q has no admission limit to change: a new one needs --admit-algorithm and --admit-limit (missing: %s)",
+		name, strings.Join(missing, " and ")), cmdline.ExitUsage)
+}
+
 func policiesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "policies",
@@ -205,6 +235,9 @@ func policiesCommand() *cli.Command {
 				}
 				api, err := apiClient(c, time.Minute)
 				if err != nil {
+					return err
+				}
+				if err := newAdmitNeeds(c, api, c.Args().First(), change); err != nil {
 					return err
 				}
 				p, err := api.SetPolicy(c.Context, c.Args().First(), change)

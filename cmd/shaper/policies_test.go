@@ -122,3 +122,36 @@ policies:
 		t.Errorf("refused sets changed %v", policies.Diff(file.Policy, got.Policy))
 	}
 }
+
+// Some --admit-… fields of a policy with no admission limit: the flags a
+// new limit needs are named, and nothing changes; with both, it is added.
+func TestPoliciesSetNewAdmitNeedsItsFlags(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n")})
+	addr := s.HTTPAddr()
+	for _, tc := range []struct {
+		flags   []string
+		missing string
+	}{
+		{[]string{"--admit-fail", "closed"}, "--admit-algorithm and --admit-limit"},
+		{[]string{"--admit-algorithm", "gcra"}, "--admit-limit"},
+		{[]string{"--admit-limit", "10/s", "--admit-burst", "4"}, "--admit-algorithm"},
+	} {
+		_, _, err := runCLI(t, append([]string{"policies", "set", "p", "--http", addr}, tc.flags...)...)
+		want := `policy "p" has no admission limit to change: a new one needs --admit-algorithm and --admit-limit (missing: ` + tc.missing + ")"
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), want) {
+			t.Errorf("policies set %q: %v (exit %d), want exit 2 saying %q", tc.flags, err, exitCode(err), want)
+		}
+	}
+	if p, err := newAPI(t, addr).Policy(t.Context(), "p"); err != nil || p.Admit != nil || p.Override {
+		t.Fatalf("after refused changes: admit %v, override %v, %v; want no change", p.Admit, p.Override, err)
+	}
+	out, _, err := runCLI(t, "policies", "set", "p", "--http", addr, "--admit-algorithm", "gcra", "--admit-limit", "10/s", "--admit-fail", "closed")
+	if err != nil || !strings.Contains(out, "admit: gcra 10/s, burst 0, shadow false, fail closed") {
+		t.Errorf("policies set with a new admission limit: %v\n%s", err, out)
+	}
+	// Once it has one, a field alone changes it.
+	out, _, err = runCLI(t, "policies", "set", "p", "--http", addr, "--admit-fail", "open")
+	if err != nil || !strings.Contains(out, "fail open") {
+		t.Errorf("policies set --admit-fail open: %v\n%s", err, out)
+	}
+}
