@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
@@ -28,6 +29,13 @@ process answers (GET /healthz), not whether it reaches JetStream.`,
 		},
 		Action: func(c *cli.Context) error {
 			addr := loopbackIfUnspecified(c.String("http"))
+			if err := hostPort(addr); err != nil {
+				return cli.Exit(fmt.Sprintf("shaper health: --http %q: want HOST:PORT, such as %s (%v)", c.String("http"), shaper.DefaultHTTPAddr, err), cmdline.ExitUsage)
+			}
+			if d := c.Duration("timeout"); d <= 0 {
+				// An http.Client's zero timeout is none: a check that may hang.
+				return cli.Exit(fmt.Sprintf("shaper health: --timeout %s: want a positive duration", d), cmdline.ExitUsage)
+			}
 			api, err := client.New("http://"+addr, client.Config{HTTPClient: &http.Client{Timeout: c.Duration("timeout")}, UserAgent: "shaper-health"})
 			if err != nil {
 				return fmt.Errorf("health: --http: %w", err)

@@ -182,6 +182,10 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"serve", "--lease-ttl", "0s"}, `shaper serve: --lease-ttl 0s: want a positive duration`},
 		{[]string{"serve", "--replicas", "0"}, `shaper serve: --replicas 0: want 1, 3 or 5`},
 		{[]string{"serve", "--replicas", "3"}, `shaper serve: --replicas 3: the embedded JetStream is one node: replicas need a cluster (--nats-url)`},
+		{[]string{"dead", "show", "orders", "-1"}, `shaper dead show: -1: a negative number is no argument of shaper dead show (see shaper dead show --help)`},
+		{[]string{"dead", "show", "orders", "-x"}, `shaper dead show: flag provided but not defined: -x (see shaper dead show --help)`},
+		{[]string{"health", "--timeout", "0s"}, `shaper health: --timeout 0s: want a positive duration`},
+		{[]string{"health", "--http", "localhost"}, `shaper health: --http "localhost": want HOST:PORT`},
 		{[]string{"help", "polices"}, `shaper: no command "polices" to help with; the commands are serve, policies,`},
 	} {
 		out, _, err := runCLI(t, tc.args...)

@@ -147,7 +147,13 @@ func unrequire(f cli.Flag) bool {
 func usageError(c *cli.Context, err error, _ bool) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		msg += suggest.FlagHint(strings.TrimPrefix(name, "-"), flagNames(c))
+		if _, err := strconv.ParseFloat(name, 64); err == nil {
+			// An argument such as -1, read as a flag: no flag's name is
+			// like it, and a command's numbers are never negative.
+			msg = fmt.Sprintf("-%s: a negative number is no argument of %s", name, fullName(c))
+		} else {
+			msg += suggest.FlagHint(strings.TrimPrefix(name, "-"), flagNames(c))
+		}
 	} else if m, ok := badValue(commandFlags(c), msg); ok {
 		msg = m
 	}
@@ -227,7 +233,13 @@ func Args(c *cli.Context, usage string, names ...string) error {
 func flagNames(c *cli.Context) []string {
 	var names []string
 	for _, f := range commandFlags(c) {
-		names = append(names, f.Names()...)
+		for _, n := range f.Names() {
+			// A one-letter alias (-h) is as near to any other letter as
+			// to a typo of it: no hint at all says more.
+			if len(n) > 1 {
+				names = append(names, n)
+			}
+		}
 	}
 	return names
 }
