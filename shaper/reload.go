@@ -108,8 +108,9 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 			// Still said on every reload while the override keeps a field
 			// from the file's value: the operator reloads to have the file.
 			var held []string
+			over := s.policies.overrideOf(p.Name)
 			for _, c := range policies.Diff(p, *line.Policy()) {
-				if s.policies.overrideOf(p.Name).Covers(c.Field) {
+				if over.Covers(c.Field) {
 					held = append(held, fmt.Sprintf("%s %s (the file says %s)", c.Field, c.To, c.From))
 				}
 			}

@@ -64,9 +64,6 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 				return cli.Exit(fmt.Sprintf("shaper serve: --log-level %q: want debug, info, warn or error", c.String("log-level")), cmdline.ExitUsage)
 			}
-			if n := c.Int("workers"); n < 1 {
-				return cli.Exit(fmt.Sprintf("shaper serve: --workers %d: want at least 1 (deliveries in flight per policy; default %d)", n, drain.DefaultWorkers), cmdline.ExitUsage)
-			}
 			if err := serveValues(c); err != nil {
 				return err
 			}
@@ -186,6 +183,9 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 func serveValues(c *cli.Context) error {
 	bad := func(format string, a ...any) error {
 		return cli.Exit("shaper serve: "+fmt.Sprintf(format, a...), cmdline.ExitUsage)
+	}
+	if n := c.Int("workers"); n < 1 {
+		return bad("--workers %d: want at least 1 (deliveries in flight per policy; default %d)", n, drain.DefaultWorkers)
 	}
 	if n := c.Int("max-payload"); n < 1 {
 		return bad("--max-payload %d: want at least 1 (bytes)", n)
