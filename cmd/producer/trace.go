@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -98,7 +99,45 @@ func synthFrom(c *cli.Context) (traffic.Synth, error) {
 	if c.IsSet("diurnal-period") {
 		s.Diurnal = traffic.Diurnal{Period: c.Duration("diurnal-period"), Amplitude: c.Float64("diurnal-amplitude")}
 	}
-	return s, s.Validate()
+	return s, synthFlagErrors(s, s.Validate())
+}
+
+// synthFlagErrors words Synth.Validate's errors by the flags that set the
+// fields: `--keys 0: want at least 1`, not `traffic: synth: keys 0: …`.
+func synthFlagErrors(s traffic.Synth, err error) error {
+	if err == nil {
+		return nil
+	}
+	flags := map[string]string{"duration": "--duration", "rate": "--rate", "keys": "--keys", "zipf": "--zipf", "size": "--size",
+		"burst.rate": "--burst-rate", "diurnal.period": "--diurnal-period", "diurnal.amplitude": "--diurnal-amplitude"}
+	var msgs []string
+	var walk func(error)
+	walk = func(e error) {
+		var se *traffic.SynthError
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case *traffic.SynthError:
+			se = u
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		default:
+			msgs = append(msgs, e.Error())
+		}
+		switch {
+		case se == nil:
+		case se.Field == "burst":
+			msgs = append(msgs, fmt.Sprintf("--burst-for %s, --burst-every %s: want a burst no longer than its period", s.Burst.For, s.Burst.Every))
+		case flags[se.Field] != "":
+			msgs = append(msgs, flags[se.Field]+" "+se.Msg)
+		default:
+			msgs = append(msgs, se.Error())
+		}
+	}
+	walk(err)
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // perSecond parses a rate flag (see parseRate) into events per second.

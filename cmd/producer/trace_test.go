@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaper-dev/shaper/internal/cmdline"
+
 	"github.com/shaper-dev/shaper/shaper/traffic"
 )
 
@@ -62,15 +64,23 @@ func TestTraceCommand(t *testing.T) {
 	if len(comments) != 1 || !strings.Contains(comments[0], "Poisson arrivals at 50/s over 10 keys (zipf 1.5), bursts of 500/s for 1s every 10s") {
 		t.Errorf("comments %q", comments)
 	}
-	for _, args := range [][]string{
-		{"--rate", "fast"},
-		{"--burst-every", "10s"},
-		{"--zipf", "0.5"},
-		{"--keys", "0"},
-		{"--duration", "0s"},
+	// Each refusal names the flag, never the package that checked it.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "fast"}, `--rate: "fast" is not a rate`},
+		{[]string{"--burst-every", "10s"}, "a burst needs --burst-every, --burst-for and --burst-rate"},
+		{[]string{"--zipf", "0.5"}, "producer trace: --zipf 0.5: want an exponent above 1"},
+		{[]string{"--keys", "0"}, "producer trace: --keys 0: want at least 1"},
+		{[]string{"--duration", "0s", "--size", "-1"}, "producer trace: --duration 0s: want a positive duration; --size -1: want a number of bytes ≥ 0"},
+		{[]string{"--rate", "0"}, "producer trace: --rate 0 and no burst: the trace would be empty"},
+		{[]string{"--burst-every", "1s", "--burst-for", "2s", "--burst-rate", "5"}, "producer trace: --burst-for 2s, --burst-every 1s: want a burst no longer than its period"},
+		{[]string{"--diurnal-period", "1h", "--diurnal-amplitude", "2"}, "producer trace: --diurnal-amplitude 2: want an amplitude from 0 to 1"},
 	} {
-		if _, err := runCLI(t, t.Context(), append([]string{"trace", "--out", path}, args...)...); err == nil {
-			t.Errorf("trace %q: no error", args)
+		_, err := runCLI(t, t.Context(), append([]string{"trace", "--out", path}, tc.args...)...)
+		if cmdline.ExitCode(err) != cmdline.ExitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "synth") {
+			t.Errorf("trace %q: %v, want exit 2 saying %q", tc.args, err, tc.want)
 		}
 	}
 }

@@ -57,40 +57,56 @@ type Diurnal struct {
 	Amplitude float64 // 0 to 1
 }
 
-// Validate says what is wrong with s, if anything.
+// SynthError is what is wrong with one field of a Synth: Field names it
+// as Validate's message does ("duration", "burst.rate"), for a caller to
+// say which of its own settings gave it.
+type SynthError struct {
+	Field string
+	Msg   string // what is wrong, without the field's name
+}
+
+func (e *SynthError) Error() string { return e.Field + " " + e.Msg }
+
+// Validate says what is wrong with s, if anything: every wrong field, as a
+// *SynthError each, joined.
 func (s Synth) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &SynthError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
 	if s.Duration <= 0 {
-		bad("duration %v: want a positive duration", s.Duration)
+		bad("duration", "%v: want a positive duration", s.Duration)
 	}
 	if s.Rate < 0 || math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) {
-		bad("rate %v: want a number of submissions per second ≥ 0", s.Rate)
+		bad("rate", "%v: want a number of submissions per second ≥ 0", s.Rate)
 	}
 	if s.Keys < 1 {
-		bad("keys %d: want at least 1", s.Keys)
+		bad("keys", "%d: want at least 1", s.Keys)
 	}
 	if s.Zipf != 0 && !(s.Zipf > 1) {
-		bad("zipf %v: want an exponent above 1 (or 0 for uniform keys)", s.Zipf)
+		bad("zipf", "%v: want an exponent above 1 (or 0 for uniform keys)", s.Zipf)
 	}
 	if s.Size < 0 {
-		bad("size %d: want a number of bytes ≥ 0", s.Size)
+		bad("size", "%d: want a number of bytes ≥ 0", s.Size)
 	}
 	if b := s.Burst; b.Every != 0 || b.For != 0 || b.Rate != 0 {
 		if b.Every <= 0 || b.For <= 0 || b.For > b.Every {
-			bad("burst for %v every %v: want 0 < for ≤ every", b.For, b.Every)
+			bad("burst", "for %v every %v: want 0 < for ≤ every", b.For, b.Every)
 		}
 		if b.Rate < 0 || math.IsNaN(b.Rate) || math.IsInf(b.Rate, 0) {
-			bad("burst rate %v: want a number of submissions per second ≥ 0", b.Rate)
+			bad("burst.rate", "%v: want a number of submissions per second ≥ 0", b.Rate)
 		}
 	}
 	if d := s.Diurnal; d.Period != 0 || d.Amplitude != 0 {
-		if d.Period <= 0 || !(d.Amplitude >= 0 && d.Amplitude <= 1) {
-			bad("diurnal period %v, amplitude %v: want a positive period and an amplitude from 0 to 1", d.Period, d.Amplitude)
+		if d.Period <= 0 {
+			bad("diurnal.period", "%v: want a positive period", d.Period)
+		}
+		if !(d.Amplitude >= 0 && d.Amplitude <= 1) {
+			bad("diurnal.amplitude", "%v: want an amplitude from 0 to 1", d.Amplitude)
 		}
 	}
 	if s.Rate == 0 && s.Burst.Rate == 0 && len(errs) == 0 {
-		bad("rate 0 and no burst: the trace would be empty")
+		bad("rate", "0 and no burst: the trace would be empty")
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("traffic: synth: %w", errors.Join(errs...))
