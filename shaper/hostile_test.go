@@ -96,3 +96,53 @@ policies:
 	}
 	after(1, 10*time.Second)
 }
+
+// A path with a ".", ".." or empty segment under /v1/ is refused, not
+// redirected to its cleaned form: a key's unescaped "x/../../q/y" was
+// answered 307 to /v1/jobs/q/y, which Go's HTTP client follows with the
+// body, queuing the job under another policy. Escaped, the same key is
+// the key it says.
+func TestUncleanPathsRefused(t *testing.T) {
+	r := start(t, `
+policies:
+  - name: p
+    outflow: 100/s
+    queue: 5
+  - name: q
+    outflow: 100/s
+    queue: 5
+`)
+	for _, p := range []string{"/v1/jobs/p/x/../../q/y", "/v1/jobs/p//x", "/v1/jobs/p/./x", "/v1/jobs/p/.", "/v1/jobs/p/x/.."} {
+		resp, err := http.Post(r.base+p, "application/octet-stream", strings.NewReader("moved"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(string(b), `escape a key's \"/\" as %2F`) || resp.Request.URL.Path != p {
+			t.Errorf("POST %s = %d (%s, at %s) %s, want 400 saying to escape, not followed", p, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Request.URL.Path, b)
+		}
+	}
+	if a := r.post(t, "p", "x/../../q/y", []byte("kept")); a.code != http.StatusAccepted || a.body["key"] != "x/../../q/y" || a.body["policy"] != "p" {
+		t.Errorf("the same key escaped = %d %v, want 202 for policy p, that key", a.code, a.body)
+	}
+	if a := r.post(t, "p", ".hidden", nil); a.code != http.StatusAccepted {
+		t.Errorf("key .hidden = %d %v, want 202", a.code, a.body)
+	}
+	for _, st := range r.Status() {
+		if want := map[string]uint64{"p": 2, "q": 0}[st.Name]; st.Admitted != want {
+			t.Errorf("policy %s admitted %d, want %d", st.Name, st.Admitted, want)
+		}
+	}
+	// A 404 under /v1/jobs/ says the job routes.
+	resp, err := http.Post(r.base+"/v1/jobs/", "application/octet-stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "submit with POST /v1/jobs/{policy}/{key}") {
+		t.Errorf("POST /v1/jobs/ = %d %s, want 404 naming the job routes", resp.StatusCode, b)
+	}
+}

@@ -5,6 +5,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -126,8 +127,20 @@ func NotFound(mux *http.ServeMux) http.HandlerFunc {
 			Error(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+Quote(r.URL.Path)+"; allowed: "+strings.Join(allow, ", "))
 			return
 		}
-		Error(w, http.StatusNotFound, "no route "+r.Method+" "+Quote(r.URL.Path)+" (the API is under /v1/)")
+		Error(w, http.StatusNotFound, "no route "+r.Method+" "+Quote(r.URL.Path)+routeHint(r.URL.Path))
 	}
+}
+
+// routeHint is what a 404 adds to point at the route meant: the API's
+// prefix, or a job route's segments.
+func routeHint(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/v1/"):
+		return " (the API is under /v1/)"
+	case p == "/v1/jobs/" || strings.HasPrefix(p, "/v1/jobs/") && strings.Count(p, "/") == 3:
+		return " (submit with POST /v1/jobs/{policy}/{key}, ask with GET /v1/jobs/{id})"
+	}
+	return " (see GET /v1/policies for the policies, and the API reference for the routes)"
 }
 
 // Mux is an http.ServeMux that remembers the patterns registered on it, in
@@ -151,6 +164,32 @@ func (m *Mux) Handle(pattern string, h http.Handler) {
 func (m *Mux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
 	m.ServeMux.HandleFunc(pattern, h)
 	m.patterns = append(m.patterns, pattern)
+}
+
+// ServeHTTP serves r as http.ServeMux does, except that a path under /v1/
+// with a ".", ".." or empty segment is refused (400), not redirected to
+// its cleaned form (307): a key's unescaped "/../" would otherwise move a
+// submission to another policy, and an HTTP client follows a 307 with
+// the body.
+func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.EscapedPath(); strings.HasPrefix(p, "/v1/") && !canonical(p) {
+		Error(w, http.StatusBadRequest, "path "+Quote(p)+" has a \".\", \"..\" or empty segment: escape a key's \"/\" as %2F, and a key \".\" or \"..\" as %2E or %2E%2E")
+		return
+	}
+	m.ServeMux.ServeHTTP(w, r)
+}
+
+// canonical reports whether p is its own cleaned form, the form
+// http.ServeMux redirects every other path to.
+func canonical(p string) bool {
+	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+		return true
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // Patterns returns the patterns registered so far, in order.
