@@ -51,10 +51,13 @@ type Accepted struct {
 	// Idempotency-Key within the duplicate window: nothing new was stored,
 	// and ID is the first one's.
 	Duplicate bool `json:"duplicate,omitempty"`
-	// WaitingForConsumer is since when the deliveries of the job's key
-	// have found no consumer (nobody subscribed to the policy's deliver
-	// subject); absent while they find one. ETAMs holds once one
-	// subscribes.
+	// WaitingForConsumer is since when the deliveries of the drainer of
+	// the job's key have found no consumer: its last delivery, of this key
+	// or another of the policy, found nobody subscribed to its subject.
+	// Absent while they find one. It speaks for the policy's deliver
+	// subject (shaper.out.<policy>.>), not for one key's: a consumer
+	// subscribed to some keys' subjects only leaves it set for those too.
+	// ETAMs holds once one subscribes.
 	WaitingForConsumer time.Time `json:"waiting_for_consumer_since,omitzero"`
 }
 

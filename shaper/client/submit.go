@@ -71,8 +71,9 @@ type Result struct {
 	// Detail is the shaper's explanation of a 429.
 	Detail string
 	// WaitingForConsumer is, for an accepted job, since when the
-	// deliveries of its key have found no consumer (zero while they find
-	// one): ETA holds once one subscribes.
+	// deliveries of its key's drainer have found no consumer (zero while
+	// they find one), as Accepted.WaitingForConsumer: ETA holds once one
+	// subscribes.
 	WaitingForConsumer time.Time
 	// Attempts is how many submissions were made: more than 1 after
 	// WithRetry waited for a refusal's RetryAfter.

@@ -238,8 +238,9 @@ type Decision struct {
 	// Reason says in words why the job was not accepted.
 	Reason string
 	// WaitingForConsumer is, for an accepted job, since when the
-	// deliveries of its key's drainer have found no consumer (zero while
-	// they find one): its ETA holds once one subscribes.
+	// deliveries of its key's drainer (of any key of the policy) have
+	// found no consumer (zero while they find one): its ETA holds once
+	// one subscribes.
 	WaitingForConsumer time.Time
 	// Err is the cause of an Unavailable or Invalid decision.
 	Err error

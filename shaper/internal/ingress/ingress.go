@@ -151,8 +151,8 @@ type answer struct {
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
 	Duplicate    bool   `json:"duplicate,omitempty"`
 	// WaitingSince is, for a queued job, since when the deliveries of its
-	// key's drainer have found no consumer: its ETA holds once one
-	// subscribes.
+	// key's drainer (of any key of the policy) have found no consumer: its
+	// ETA holds once one subscribes.
 	WaitingSince time.Time `json:"waiting_for_consumer_since,omitzero"`
 	Code         int       `json:"code"`
 	Error        string    `json:"error,omitempty"`
