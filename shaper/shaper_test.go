@@ -214,8 +214,9 @@ func TestNATSSubmit(t *testing.T) {
 	if b := reply("shaper.submit.burst."+tok, nats.Header{"Shaper-Key": []string{"a.b c"}}); b["status"] != "queued" || b["key"] != "a.b c" {
 		t.Errorf("NATS submit with hostile key = %v, want queued for key \"a.b c\"", b)
 	}
-	if b := reply("shaper.submit.burst.other", nats.Header{"Shaper-Key": []string{"a.b c"}}); b["status"] != "error" || b["code"] != 400.0 {
-		t.Errorf("NATS submit with mismatched Shaper-Key = %v, want error 400", b)
+	if b := reply("shaper.submit.burst.other", nats.Header{"Shaper-Key": []string{"a.b c"}}); b["status"] != "error" || b["code"] != 400.0 ||
+		b["error"] != `the Shaper-Key header "a.b c" does not match the subject's key token "other": that key's subject is shaper.submit.burst.`+tok {
+		t.Errorf("NATS submit with mismatched Shaper-Key = %v, want error 400 naming the key's subject", b)
 	}
 	if b := reply("shaper.submit.nope.k", nil); b["code"] != 404.0 {
 		t.Errorf("NATS submit to unknown policy = %v, want 404", b)

@@ -218,4 +218,10 @@ func TestNATSFailures(t *testing.T) {
 	if _, err := e.n.Submit(t.Context(), "a.b", "k", nil); !errors.Is(err, client.ErrUnknownPolicy) {
 		t.Errorf("Submit to policy a.b: %v, want ErrUnknownPolicy before any request", err)
 	}
+	// A payload over the server's max_payload is refused before it leaves,
+	// as the shaper's own 413 is: ErrTooLarge, and nats.go's error too.
+	big := make([]byte, e.nc.MaxPayload()+1)
+	if _, err := e.n.Submit(t.Context(), "open", "k", big); !errors.Is(err, client.ErrTooLarge) || !errors.Is(err, nats.ErrMaxPayload) {
+		t.Errorf("Submit of %d bytes: %v, want ErrTooLarge and nats.ErrMaxPayload", len(big), err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,7 +334,10 @@ func laneError(policy, key string, err error) error {
 	case errors.Is(err, queue.ErrTooLarge):
 		code = http.StatusRequestEntityTooLarge
 	}
-	return &Error{StatusCode: code, Problem: Problem{Type: "about:blank", Title: http.StatusText(code), Status: code, Detail: err.Error(),
+	// The detail as the shaper words it, without the queue package's
+	// prefixes ("queue: admit: bad key: empty" is "bad key: empty").
+	detail := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "queue: admit: "), "queue: ")
+	return &Error{StatusCode: code, Problem: Problem{Type: "about:blank", Title: http.StatusText(code), Status: code, Detail: detail,
 		Policy: policy, Key: key}, op: "direct lane of " + policy, policyRoute: true, cause: err}
 }
 

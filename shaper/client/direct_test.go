@@ -190,8 +190,9 @@ func TestDirectLaneFullKey(t *testing.T) {
 		t.Errorf("the same submission by the lane: %+v, %v; want a duplicate of %s", again, err, first.ID)
 	}
 
-	if _, err := d.Publish("", []byte("x")); !errors.Is(err, client.ErrBadRequest) {
-		t.Errorf("Publish with an empty key: %v, want ErrBadRequest", err)
+	var bad *client.Error
+	if _, err := d.Publish("", []byte("x")); !errors.Is(err, client.ErrBadRequest) || !errors.As(err, &bad) || bad.Problem.Detail != "bad key: empty" {
+		t.Errorf("Publish with an empty key: %v, want ErrBadRequest saying \"bad key: empty\"", err)
 	}
 	if _, err := d.Publish("k2", bytes.Repeat([]byte("x"), maxPayload+1)); !errors.Is(err, client.ErrTooLarge) {
 		t.Errorf("Publish over the payload limit: %v, want ErrTooLarge", err)

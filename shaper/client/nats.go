@@ -119,6 +119,12 @@ func (n *NATS) submit(ctx context.Context, subject, key string, payload []byte, 
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
 	m, err := n.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Header: h, Data: payload})
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// Refused before it left: the server's max_payload, below the
+		// shaper's own limit. The same error as the shaper's 413.
+		return Result{}, fmt.Errorf("client: request %s: %w: %d bytes are over the NATS server's max_payload (%d): %w",
+			subject, ErrTooLarge, len(payload), n.nc.MaxPayload(), err)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("client: request %s: %w", subject, err)
 	}

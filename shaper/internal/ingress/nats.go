@@ -258,7 +258,8 @@ func (n *natsIngress) submission(m *nats.Msg) (submission, answer, bool) {
 	} else if enc, err := queue.EncodeKey(key); err != nil {
 		return submission{}, failed(400, err.Error()), false
 	} else if enc != token {
-		return submission{}, failed(400, "Shaper-Key header does not match the subject's key token "+httpapi.Quote(token)+" (want "+httpapi.Quote(enc)+")"), false
+		return submission{}, failed(400, "the Shaper-Key header "+httpapi.Quote(key)+" does not match the subject's key token "+httpapi.Quote(token)+
+			": that key's subject is "+n.root+policy+"."+enc), false
 	}
 	return submission{
 		policy:      policy,
