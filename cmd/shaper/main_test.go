@@ -283,7 +283,7 @@ policies:
 				rows[f[0]] = f
 			}
 		}
-		if col("later", "READMIT") == "2" && strings.Contains(out, "waiting for a consumer: later since ") {
+		if col("later", "DEF-QUEUED") == "2" && strings.Contains(out, "waiting for a consumer: later since ") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -291,9 +291,9 @@ policies:
 			break
 		}
 	}
-	if col("later", "DEFERRED") != "2" || col("later", "READMIT") != "2" || col("capped", "LIMITED") != "2" || col("later", "DEAD") != "0" {
+	if col("later", "DEFERRED") != "2" || col("later", "DEF-QUEUED") != "2" || col("capped", "LIMITED") != "2" || col("later", "DEAD") != "0" {
 		t.Errorf("status = later deferred %s waiting %s dead %s, capped limited %s; want 2, 2, 0, 2",
-			col("later", "DEFERRED"), col("later", "READMIT"), col("later", "DEAD"), col("capped", "LIMITED"))
+			col("later", "DEFERRED"), col("later", "DEF-QUEUED"), col("later", "DEAD"), col("capped", "LIMITED"))
 	}
 	// Nobody subscribes to shaper.out.later: its delivery found no
 	// consumer, and status says so, with what to do.

@@ -20,9 +20,10 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show every policy of a running shaper with its live figures",
-		Description: `Counts are since the shaper started. READMIT is the deferred jobs waiting for
-re-admission, DEAD the dead letters kept; a * after the outflow marks a policy
-tuned live (shaper policies reset NAME returns it to the policy file).
+		Description: `Counts are since the shaper started. DEFERRED counts the 429s that deferred
+a job, DEF-QUEUED the deferred jobs waiting for re-admission now, DEAD the dead
+letters kept; a * after the outflow marks a policy tuned live (shaper policies
+reset NAME returns it to the policy file).
 With --watch the table is redrawn in place on a terminal, and printed again
 with a time stamp every --interval otherwise.`,
 		Flags: append(apiFlags(),
@@ -61,7 +62,7 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 		}{all})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "POLICY\tOUTFLOW\tQUEUE\tKEYS\tQUEUED\tADMITTED\tREJECTED\tLIMITED\tDEFERRED\tREADMIT\tDELIVERED\tFAILED\tDEAD\t")
+	fmt.Fprintln(tw, "POLICY\tOUTFLOW\tQUEUE\tKEYS\tQUEUED\tADMITTED\tREJECTED\tLIMITED\tDEFERRED\tDEF-QUEUED\tDELIVERED\tFAILED\tDEAD\t")
 	var overridden []string
 	for _, p := range all {
 		outflow := p.Outflow.String()
