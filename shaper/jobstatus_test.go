@@ -72,3 +72,41 @@ policies:
 		}
 	}
 }
+
+// A deferred job past its next try, its key still full for want of a
+// consumer, says why it is still deferred: re-admission waits for room
+// without counting a deferral, so next_try alone would read as stale.
+func TestDeferredPastNextTrySaysWhy(t *testing.T) {
+	r := start(t, `
+policies:
+  - name: d
+    outflow: 20/s
+    queue: 1
+    overflow: defer
+`)
+	var id string
+	for i := range 3 {
+		if a := r.post(t, "d", "k", []byte(fmt.Sprint(i))); a.code == http.StatusTooManyRequests && a.body["deferred"] == true {
+			id = a.body["id"].(string)
+			break
+		}
+	}
+	if id == "" {
+		t.Fatal("no deferred 429 from a queue of 1")
+	}
+	var body map[string]any
+	waitFor(t, "the deferred job past its next try to say why", 10*time.Second, func() bool {
+		resp, err := http.Get(r.base + "/v1/jobs/" + url.PathEscape(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body = nil
+		json.NewDecoder(resp.Body).Decode(&body)
+		next, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(body["next_try"]))
+		return body["status"] == "deferred" && time.Now().After(next) && body["reason"] != nil
+	})
+	if reason := fmt.Sprint(body["reason"]); !strings.Contains(reason, "waiting for a consumer since") {
+		t.Errorf("deferred job past next_try: reason %q, want it waiting for a consumer (%v)", reason, body)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
@@ -18,13 +19,24 @@ type Finder func(id string) (policy string, q *queue.Queue, seq uint64, ok bool)
 // ("": they do not), as the reason of their status.
 type Waiting func(policy, key string) string
 
+// stillFull is the reason of a deferred job past its next try while its
+// key's jobs wait for no consumer.
+const stillFull = "the key's queue was still full at next_try: it is re-admitted as soon as the key has room"
+
 // Handler serves GET /v1/jobs/{id}.
 func (s *Store) Handler(find Finder, waiting Waiting) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		rec, err := s.Status(r.Context(), id, find)
-		if err == nil && rec.Status == Queued && rec.Reason == "" {
-			rec.Reason = waiting(rec.Policy, rec.Key)
+		if err == nil && rec.Reason == "" {
+			switch {
+			case rec.Status == Queued:
+				rec.Reason = waiting(rec.Policy, rec.Key)
+			case rec.Status == Deferred && !rec.NextTry.IsZero() && time.Now().After(rec.NextTry):
+				// Re-admission waits, without counting a deferral, while
+				// the key's queue stays full: next_try was the plan.
+				rec.Reason = cmp.Or(waiting(rec.Policy, rec.Key), stillFull)
+			}
 		}
 		switch {
 		case err == nil:
