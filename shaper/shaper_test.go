@@ -360,3 +360,29 @@ func TestDataDirectoryIsLocked(t *testing.T) {
 		t.Errorf("first shaper after the refused second: POST = %d, want 202", a.code)
 	}
 }
+
+// A job deferred under an Idempotency-Key, submitted again: the same
+// deferred 429, its id, and "duplicate": true, over HTTP and over NATS;
+// nothing new is kept.
+func TestIdempotencyKeyOfADeferredJob(t *testing.T) {
+	r := start(t, "policies:\n  - {name: d, outflow: 1/m, queue: 1, overflow: defer}\n")
+	r.post(t, "d", "k", []byte("fills"))
+	a1 := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "order-1")
+	a2 := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "order-1")
+	if a1.code != 429 || a1.body["deferred"] != true || a1.body["duplicate"] != nil ||
+		a2.code != 429 || a2.body["deferred"] != true || a2.body["id"] != a1.body["id"] || a2.body["duplicate"] != true {
+		t.Errorf("a deferred job resubmitted: %d %v then %d %v, want deferred 429s with one id, the second a duplicate", a1.code, a1.body, a2.code, a2.body)
+	}
+	m, err := r.nc.RequestMsg(&nats.Msg{Subject: "shaper.submit.d.k", Data: []byte("x"), Header: nats.Header{"Idempotency-Key": {"order-1"}}}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply map[string]any
+	json.Unmarshal(m.Data, &reply)
+	if reply["status"] != "deferred" || reply["id"] != a1.body["id"] || reply["duplicate"] != true {
+		t.Errorf("the same over NATS: %v, want deferred, the same id, a duplicate", reply)
+	}
+	if st := r.Status()[0]; st.DeferQueued != 1 {
+		t.Errorf("deferred jobs kept: %d, want 1", st.DeferQueued)
+	}
+}

@@ -154,6 +154,11 @@ func TestSubmitOutcomes(t *testing.T) {
 			if j, err := e.c.Job(t.Context(), deferred.ID); err != nil || j.Status != client.JobDeferred || j.Key != key {
 				t.Errorf("Job(%s) of a deferred job = %+v, %v; want deferred, key %q", deferred.ID, j, err, key)
 			}
+			kept := mustSubmit(t, s, "later", key, client.OutcomeDeferred, client.WithIdempotencyKey("late-1"))
+			keptAgain := mustSubmit(t, s, "later", key, client.OutcomeDeferred, client.WithIdempotencyKey("late-1"))
+			if kept.Duplicate || !keptAgain.Duplicate || keptAgain.ID != kept.ID {
+				t.Errorf("a deferred job resubmitted: %+v then %+v, want the second a duplicate of the first's id", kept, keptAgain)
+			}
 
 			mustSubmit(t, s, "admit", key, client.OutcomeAccepted)
 			limited := mustSubmit(t, s, "admit", key, client.OutcomeLimited)

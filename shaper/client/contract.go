@@ -86,6 +86,10 @@ type Problem struct {
 	Deferred bool `json:"deferred"`
 	// ID is the id of a deferred job.
 	ID string `json:"id,omitempty"`
+	// Duplicate says a deferred 429 answers a resubmission (the same
+	// Idempotency-Key) of a job deferred before: nothing new was kept, and
+	// ID is the first one's.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // MarshalJSON writes p as the shaper does: deferred only in a 429.

@@ -157,7 +157,9 @@ func resultOf(subject string, r Reply) (Result, error) {
 		return Result{Outcome: OutcomeAccepted, ID: r.ID, Policy: r.Policy, Key: r.Key, Queued: r.Queued,
 			ETA: time.Duration(r.ETAMs) * time.Millisecond, Duplicate: r.Duplicate, WaitingForConsumer: r.WaitingForConsumer}, nil
 	case ReplyRejected, ReplyDeferred:
-		return refusal(r.Status == ReplyDeferred, r.ID, r.Policy, r.Key, r.Queued, r.Error, after), nil
+		res := refusal(r.Status == ReplyDeferred, r.ID, r.Policy, r.Key, r.Queued, r.Error, after)
+		res.Duplicate = r.Status == ReplyDeferred && r.Duplicate
+		return res, nil
 	}
 	return Result{}, &Error{ // ReplyError
 		StatusCode: r.Code,

@@ -181,7 +181,9 @@ func (c *Client) submit(ctx context.Context, path string, payload []byte, o *sub
 		// A 429 without a problem (a proxy's) is a refusal all the same.
 		var p Problem
 		decodeProblem(buf.Bytes(), &p)
-		return refusal(p.Deferred, p.ID, p.Policy, p.Key, 0, p.Detail, retryAfter(p.RetryAfterMs, resp.Header)), nil
+		res := refusal(p.Deferred, p.ID, p.Policy, p.Key, 0, p.Detail, retryAfter(p.RetryAfterMs, resp.Header))
+		res.Duplicate = p.Deferred && p.Duplicate
+		return res, nil
 	}
 	return Result{}, errorFrom("POST "+path, resp, buf.Bytes(), true)
 }

@@ -23,6 +23,9 @@ type Problem struct {
 	Key          string `json:"key,omitempty"`
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
 	ID           string `json:"id,omitempty"`
+	// Duplicate says a deferred 429 answers a resubmission (the same
+	// Idempotency-Key) of a job deferred before: nothing new was kept.
+	Duplicate bool `json:"duplicate,omitempty"`
 	// Deferred is set in 429 answers to a submission only: whether the job
 	// was kept (a deferred job) or not.
 	Deferred *bool `json:"deferred,omitempty"`

@@ -90,12 +90,13 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 		return
 	}
 	p := httpapi.Problem{
-		Status:   a.Code,
-		Detail:   a.Error,
-		Policy:   a.Policy,
-		Key:      a.Key,
-		Deferred: a.Deferred,
-		ID:       a.ID,
+		Status:    a.Code,
+		Detail:    a.Error,
+		Policy:    a.Policy,
+		Key:       a.Key,
+		Deferred:  a.Deferred,
+		ID:        a.ID,
+		Duplicate: a.Duplicate && a.Deferred != nil && *a.Deferred,
 	}
 	httpapi.WriteProblem(w, p, msDuration(a.RetryAfterMs))
 }
