@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -18,12 +19,18 @@ import (
 
 func open(t testing.TB, size int) (*queue.Queue, jetstream.JetStream) {
 	t.Helper()
+	return openWith(t, "orders", size, queue.Config{})
+}
+
+// openWith opens the queue of policy on a NATS server of its own.
+func openWith(t testing.TB, policy string, size int, cfg queue.Config) (*queue.Queue, jetstream.JetStream) {
+	t.Helper()
 	s := testenv.NATS(t)
 	js, err := jetstream.New(testenv.Connect(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.Open(context.Background(), js, "orders", size, queue.Config{})
+	q, err := queue.Open(context.Background(), js, policy, size, cfg)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -199,15 +206,7 @@ func TestWatch(t *testing.T) {
 func TestWatchReadsPastItsByteBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := testenv.NATS(t)
-	js, err := jetstream.New(testenv.Connect(t, s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := queue.Open(ctx, js, "big", 10, queue.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, _ := openWith(t, "big", 10, queue.Config{})
 	const jobs = 40 // 40 MiB: three requests' worth
 	for i := range jobs {
 		if _, err := q.Admit(ctx, queue.Job{Key: fmt.Sprint("k", i), Payload: make([]byte, queue.DefaultMaxPayload)}); err != nil {
@@ -371,5 +370,42 @@ func TestWatchCaughtUpUnderSteadyFlow(t *testing.T) {
 	case <-q.WatchCaughtUp():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the watch never said it caught up under a steady flow")
+	}
+}
+
+// A watch started on a stream whose last jobs were removed (delivered:
+// their sequences are behind the stream's last, and no job is left to
+// report after the last one it reported) is not stalled: it stays, with
+// no restart and no warning, over more than WatchStall.
+func TestWatchNotStalledByRemovedJobs(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs testenv.Buffer
+	q, _ := openWith(t, "orders", 10, queue.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var seqs []uint64
+	for i := range 5 {
+		r, err := q.Admit(ctx, queue.Job{ID: fmt.Sprint(i), Key: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, r.Seq)
+	}
+	for _, seq := range seqs[2:] {
+		if err := q.Remove(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan queue.Notice, 10)
+	go q.Watch(ctx, func(n queue.Notice) { got <- n })
+	for range 2 {
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the two jobs left were not reported")
+		}
+	}
+	time.Sleep(queue.WatchStall + queue.WatchStall/2)
+	if strings.Contains(logs.String(), "restarting the watch") {
+		t.Errorf("the watch restarted with nothing left to report:\n%s", logs.String())
 	}
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -91,7 +92,10 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 	}
 	check := time.NewTicker(WatchStall / 3)
 	defer check.Stop()
-	var current jetstream.ConsumeContext
+	var (
+		current jetstream.ConsumeContext
+		why     string // why the current consumer is given up
+	)
 	defer func() {
 		if current != nil {
 			go current.Stop() // may block in a hung consumer: never wait for it
@@ -110,7 +114,7 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 		g, from := gen, last+1
 		mu.Unlock()
 		if current != nil {
-			q.cfg.Logger.Warn("queue: restarting the watch", "stream", q.Stream(), "from", from)
+			q.cfg.Logger.Warn("queue: restarting the watch", "stream", q.Stream(), "from", from, "why", why)
 			go current.Stop()
 			current = nil
 		}
@@ -121,6 +125,7 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 			HeadersOnly:   q.cfg.WatchHeadersOnly,
 		})
 		if err != nil {
+			q.cfg.Logger.Debug("queue: watch: creating its consumer failed, retrying", "stream", q.Stream(), "err", err)
 			continue
 		}
 		caughtUpAt := before
@@ -133,6 +138,7 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 		}
 		cc, err := cons.Consume(handler(g, caughtUpAt), opts...)
 		if err != nil {
+			q.cfg.Logger.Debug("queue: watch: starting its consumer failed, retrying", "stream", q.Stream(), "err", err)
 			continue
 		}
 		current = cc
@@ -151,6 +157,7 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 			case <-ctx.Done():
 				return nil
 			case <-cc.Closed():
+				why = "its consumer closed (the connection to the server was lost or the server deleted it)"
 				break watch
 			case <-check.C:
 				mu.Lock()
@@ -161,12 +168,26 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 					continue
 				}
 				stored, err := q.LastSeq(ctx)
+				if err == nil && stored > reported {
+					// Jobs stored after the last reported may all have been
+					// removed since (delivered): the consumer then has none
+					// pending and has sent nothing the watch did not report,
+					// and nothing is left to report up to stored. A job sent
+					// and never reported (lost on the way) still restarts it.
+					if info, ierr := cons.Info(ctx); ierr == nil && info.NumPending == 0 && info.Delivered.Stream <= reported {
+						mu.Lock()
+						floor = max(floor, stored)
+						mu.Unlock()
+						reported = stored
+					}
+				}
 				if err != nil || stored <= reported {
 					mu.Lock()
 					progress = time.Now() // caught up (or cannot tell): look again later
 					mu.Unlock()
 					continue
 				}
+				why = fmt.Sprintf("no job reported for %s while the stream holds jobs after the last reported (%d > %d)", WatchStall, stored, reported)
 				break watch // jobs stored and none reported for WatchStall
 			}
 		}
