@@ -28,8 +28,10 @@ type DeferredJob struct {
 	DeferredAt time.Time `json:"deferred_at"`
 	Deferrals  int       `json:"deferrals"`
 	NextTry    time.Time `json:"next_try,omitzero"`
-	LastError  string    `json:"last_error,omitempty"`
-	Size       int       `json:"size"`
+	// Reason says why a job past its next try is still deferred.
+	Reason    string `json:"reason,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	Size      int    `json:"size"`
 }
 
 // deferredList is the body of GET /v1/deferred.
@@ -114,6 +116,7 @@ func (s *Shaper) withRecords(ctx context.Context, js []DeferredJob) {
 				return
 			}
 			j.Deferrals, j.NextTry, j.LastError = rec.Deferrals, rec.NextTry, rec.LastError
+			j.Reason = jobs.PastNextTry(rec, time.Now(), s.policies.waiting)
 		})
 	}
 	wg.Wait()

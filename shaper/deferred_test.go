@@ -96,6 +96,12 @@ policies:
 			t.Fatalf("deferred job %d listed: %+v, want job %d deferred, of key k, with its size", i, j, i+1)
 		}
 	}
+	// Past its next try, the first says why it is still deferred, as its
+	// job status does.
+	waitFor(t, "the first deferred job past its next try to say why", 10*time.Second, func() bool {
+		p := r.deferred(t, url.Values{"policy": {"d"}, "key": {"k"}, "limit": {"1"}})
+		return len(p.Deferred) == 1 && strings.Contains(p.Deferred[0].Reason, "waiting for a consumer since")
+	})
 
 	// Every policy's: d's 255, then other's none.
 	q := url.Values{"limit": {"100"}}

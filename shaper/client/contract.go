@@ -166,7 +166,9 @@ type Job struct {
 	// NextTry is when a deferred or failing job is tried again.
 	NextTry time.Time `json:"next_try,omitzero"`
 	// Reason is why a dead (or replayed) job died: attempts, deadline,
-	// delivery or undecodable.
+	// delivery or undecodable; of a queued job, why its jobs wait beyond
+	// their turn (waiting for a consumer since …); of a deferred job past
+	// its NextTry, why it is still deferred.
 	Reason string `json:"reason,omitempty"`
 	// LastError is the last failure.
 	LastError string `json:"last_error,omitempty"`

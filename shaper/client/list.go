@@ -52,9 +52,11 @@ type DeferredJob struct {
 	// DeferredAt is when the job was deferred.
 	DeferredAt time.Time `json:"deferred_at"`
 	// Deferrals (failed re-admissions), NextTry and LastError are what the
-	// job's record says (Job), when it has one.
+	// job's record says (Job), when it has one; Reason, as Job's, says why
+	// a job past its NextTry is still deferred.
 	Deferrals int       `json:"deferrals"`
 	NextTry   time.Time `json:"next_try,omitzero"`
+	Reason    string    `json:"reason,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	// Size is the payload's size in bytes.
 	Size int `json:"size"`

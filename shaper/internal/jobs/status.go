@@ -23,19 +23,27 @@ type Waiting func(policy, key string) string
 // key's jobs wait for no consumer.
 const stillFull = "the key's queue was still full at next_try: it is re-admitted as soon as the key has room"
 
+// PastNextTry is the reason of deferred job rec when now is past its next
+// try ("" when it is not): re-admission waits, without counting a
+// deferral, while the key's queue stays full, so next_try was the plan.
+func PastNextTry(rec *Record, now time.Time, waiting Waiting) string {
+	if rec.Status != Deferred || rec.NextTry.IsZero() || !now.After(rec.NextTry) {
+		return ""
+	}
+	return cmp.Or(waiting(rec.Policy, rec.Key), stillFull)
+}
+
 // Handler serves GET /v1/jobs/{id}.
 func (s *Store) Handler(find Finder, waiting Waiting) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		rec, err := s.Status(r.Context(), id, find)
 		if err == nil && rec.Reason == "" {
-			switch {
-			case rec.Status == Queued:
+			switch rec.Status {
+			case Queued:
 				rec.Reason = waiting(rec.Policy, rec.Key)
-			case rec.Status == Deferred && !rec.NextTry.IsZero() && time.Now().After(rec.NextTry):
-				// Re-admission waits, without counting a deferral, while
-				// the key's queue stays full: next_try was the plan.
-				rec.Reason = cmp.Or(waiting(rec.Policy, rec.Key), stillFull)
+			case Deferred:
+				rec.Reason = PastNextTry(rec, time.Now(), waiting)
 			}
 		}
 		switch {
