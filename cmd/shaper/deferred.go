@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -35,14 +36,16 @@ func deferredCommand() *cli.Command {
 							p, err := api.DeferredJobs(c.Context, f)
 							return p.Deferred, p.Next, err
 						},
-						header: "POLICY\tSEQ\tKEY\tJOB\tDEFERRED\tDEFERRALS\tNEXT TRY\tLAST ERROR",
+						// WHY: why a job past its next try still waits, else
+						// why its last re-admission failed.
+						header: "POLICY\tSEQ\tKEY\tJOB\tDEFERRED\tDEFERRALS\tNEXT TRY\tWHY",
 						row: func(j client.DeferredJob) string {
 							next := "-"
 							if !j.NextTry.IsZero() {
 								next = j.NextTry.Format(time.RFC3339)
 							}
 							return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s", j.Policy, j.Seq, printable(j.Key), j.ID,
-								j.DeferredAt.Format(time.RFC3339), j.Deferrals, next, printable(j.LastError))
+								j.DeferredAt.Format(time.RFC3339), j.Deferrals, next, printable(cmp.Or(j.Reason, j.LastError)))
 						},
 						json: func(jobs []client.DeferredJob, next string) any {
 							return client.DeferredPage{Deferred: jobs, Next: next}
