@@ -42,6 +42,7 @@ var settingNames = map[string]string{
 	"NATSTLSCA":   "NATS TLS CA",
 	"NATSTLSCert": "NATS TLS client certificate",
 	"LeaseTTL":    "lease TTL",
+	"Replicas":    "replicas",
 }
 
 func (e *ConfigError) Error() string {

@@ -12,6 +12,16 @@ import (
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
 )
 
+// startError is the error of a start-up step: a ConfigError as it is (it
+// names the setting, "shaper: replicas: …"), any other prefixed "shaper:".
+func startError(err error) error {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return fmt.Errorf("shaper: %w", err)
+}
+
 // open opens the job records, the cluster's buckets, every policy's
 // pipeline and dead letters, applies the stored overrides and starts the
 // leases; on an error the caller stops what was started (Run's abort).
@@ -31,7 +41,7 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("shaper: %w", err)
+		return startError(err)
 	}
 	err = s.retry(ctx, "opening the leases and overrides", func(ctx context.Context) (err error) {
 		s.cluster, err = cluster.Open(ctx, s.js, cluster.Config{
@@ -43,7 +53,7 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("shaper: %w", err)
+		return startError(err)
 	}
 	err = s.retry(ctx, "claiming the instance id", func(ctx context.Context) error { return s.cluster.Claim(ctx, s.HTTPAddr()) })
 	if err != nil {
@@ -80,7 +90,7 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("shaper: %w", err)
+		return startError(err)
 	}
 	s.starting.at("taking the drain leases")
 	s.background.Go(follow)

@@ -30,6 +30,11 @@ const (
 	startTry        = 10 * time.Second
 )
 
+// jsReplicasNotSupported is nats-server's error code for a stream of more
+// than one replica asked of a server that is not clustered
+// (JSStreamReplicasNotSupportedErr).
+const jsReplicasNotSupported = 10074
+
 // errStartDeadline ends a start-up that took longer than StartTimeout.
 var errStartDeadline = errors.New("the start-up deadline passed")
 
@@ -62,6 +67,13 @@ func (s *Shaper) retry(ctx context.Context, what string, open func(context.Conte
 				s.log.Info("start-up: done after retrying", "step", what, "attempts", attempt)
 			}
 			return nil
+		}
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.ErrorCode == jsReplicasNotSupported {
+			// Not transient, though answered 500: a single server never
+			// keeps more than one replica.
+			return &ConfigError{Field: "Replicas", Err: fmt.Errorf("%d: the NATS server is not clustered, and keeps one replica of a stream (use 1, or a cluster of at least %d JetStream servers): %w",
+				s.cfg.Replicas, s.cfg.Replicas, err)}
 		}
 		if ctx.Err() != nil {
 			return s.endedStart(ctx, what, attempt, err)

@@ -343,3 +343,18 @@ func TestHelpSaysDefaultsOnce(t *testing.T) {
 		}
 	}
 }
+
+// --replicas 3 against a NATS server that is not clustered is said at
+// once, naming the flag: the server refuses it for good (it answers 500,
+// which start-up took for a passing failure and retried for 2 minutes).
+func TestServeReplicasOnASingleServer(t *testing.T) {
+	ns := testenv.NATS(t)
+	good := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(good, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n"), 0o644)
+	start := time.Now()
+	_, _, err := runCLI(t, "serve", "--policies", good, "--http", "127.0.0.1:0", "--nats-url", ns.ClientURL(), "--replicas", "3")
+	want := "shaper: replicas: 3: the NATS server is not clustered"
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "(see --replicas)") || time.Since(start) > 10*time.Second {
+		t.Errorf("serve --replicas 3 on one server = %v after %v, want at once %q … (see --replicas)", err, time.Since(start), want)
+	}
+}

@@ -212,6 +212,7 @@ var configFlags = map[string]string{
 	"HTTPAddr":    "--http",
 	"NATSURL":     "--nats-url",
 	"NATSListen":  "--nats-listen",
+	"Replicas":    "--replicas",
 	"DataDir":     "--data",
 	"RedisURL":    "--redis-url",
 	"InstanceID":  "--instance-id",
