@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -170,11 +171,12 @@ func (q *Queue) Watch(ctx context.Context, fn func(Notice)) error {
 				stored, err := q.LastSeq(ctx)
 				if err == nil && stored > reported {
 					// Jobs stored after the last reported may all have been
-					// removed since (delivered): the consumer then has none
-					// pending and has sent nothing the watch did not report,
-					// and nothing is left to report up to stored. A job sent
-					// and never reported (lost on the way) still restarts it.
-					if info, ierr := cons.Info(ctx); ierr == nil && info.NumPending == 0 && info.Delivered.Stream <= reported {
+					// removed since (delivered). The stream, not the
+					// consumer (which may be the part that stalled: after
+					// a node's loss its state can say nothing is pending),
+					// says whether any job after the last reported is left;
+					// none: nothing is left to report up to stored.
+					if _, gerr := q.stream.GetMsg(ctx, reported+1, jetstream.WithGetMsgSubject(q.prefix+"*")); errors.Is(gerr, jetstream.ErrMsgNotFound) {
 						mu.Lock()
 						floor = max(floor, stored)
 						mu.Unlock()
