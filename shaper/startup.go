@@ -68,18 +68,11 @@ func (s *Shaper) retry(ctx context.Context, what string, open func(context.Conte
 			}
 			return nil
 		}
-		var api *jetstream.APIError
-		if errors.As(err, &api) && api.ErrorCode == jsReplicasNotSupported {
-			// Not transient, though answered 500: a single server never
-			// keeps more than one replica.
-			return &ConfigError{Field: "Replicas", Err: fmt.Errorf("%d: the NATS server is not clustered, and keeps one replica of a stream (use 1, or a cluster of at least %d JetStream servers): %w",
-				s.cfg.Replicas, s.cfg.Replicas, err)}
-		}
 		if ctx.Err() != nil {
 			return s.endedStart(ctx, what, attempt, err)
 		}
 		if !transient(err) {
-			return err
+			return s.refused(err)
 		}
 		s.log.Warn("start-up: failed, retrying", "step", what, "attempt", attempt, "retry_in", wait, "err", err)
 		select {
@@ -104,13 +97,26 @@ func (s *Shaper) endedStart(ctx context.Context, what string, attempts int, last
 	return fmt.Errorf("%w (gave up after %d attempts: %v%s)", last, attempts, errStartDeadline, hint)
 }
 
+// refused is the error of a start-up step the server refused for good: a
+// replica count a single server cannot keep is a bad setting.
+func (s *Shaper) refused(err error) error {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.ErrorCode == jsReplicasNotSupported {
+		return &ConfigError{Field: "Replicas", Err: fmt.Errorf("%d: the NATS server is not clustered, and keeps one replica of a stream (use 1, or a cluster of at least %d JetStream servers): %w",
+			s.cfg.Replicas, s.cfg.Replicas, err)}
+	}
+	return err
+}
+
 // transient reports whether a failure to create or bind a store may pass:
 // timeouts, no responders, a cluster electing or out of resources for now,
 // a concurrent creation. Refusals of the request itself are not.
 func transient(err error) bool {
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
-		return api.Code >= 500 || api.ErrorCode == jetstream.JSErrCodeStreamNameInUse
+		// A 500 may pass, but for more replicas than a single server
+		// keeps: that one never does.
+		return api.Code >= 500 && api.ErrorCode != jsReplicasNotSupported || api.ErrorCode == jetstream.JSErrCodeStreamNameInUse
 	}
 	var cfg *ConfigError
 	if errors.As(err, &cfg) {

@@ -166,9 +166,9 @@ func baseURL(s string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.HasSuffix(u.Host, ":") || u.RawQuery != "" || u.Fragment != "" {
 		return "", errors.New("want the shaper's URL, such as http://127.0.0.1:8080, or HOST:PORT")
 	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", fmt.Errorf("port %q is not a number from 1 to 65535", p)
+	if u.Port() != "" {
+		if err := cmdline.HostPort(u.Host); err != nil {
+			return "", err
 		}
 	}
 	return s, nil

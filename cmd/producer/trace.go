@@ -110,24 +110,17 @@ func synthFlagErrors(s traffic.Synth, err error) error {
 	}
 	flags := map[string]string{"duration": "--duration", "rate": "--rate", "keys": "--keys", "zipf": "--zipf", "size": "--size",
 		"burst.rate": "--burst-rate", "diurnal.period": "--diurnal-period", "diurnal.amplitude": "--diurnal-amplitude"}
+	// Validate joins one *SynthError per wrong field.
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		return err
+	}
 	var msgs []string
-	var walk func(error)
-	walk = func(e error) {
+	for _, e := range joined.Unwrap() {
 		var se *traffic.SynthError
-		switch u := e.(type) {
-		case interface{ Unwrap() []error }:
-			for _, x := range u.Unwrap() {
-				walk(x)
-			}
-		case *traffic.SynthError:
-			se = u
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		default:
-			msgs = append(msgs, e.Error())
-		}
 		switch {
-		case se == nil:
+		case !errors.As(e, &se):
+			msgs = append(msgs, e.Error())
 		case se.Field == "burst":
 			msgs = append(msgs, fmt.Sprintf("--burst-for %s, --burst-every %s: want a burst no longer than its period", s.Burst.For, s.Burst.Every))
 		case flags[se.Field] != "":
@@ -136,7 +129,6 @@ func synthFlagErrors(s traffic.Synth, err error) error {
 			msgs = append(msgs, se.Error())
 		}
 	}
-	walk(err)
 	return errors.New(strings.Join(msgs, "; "))
 }
 

@@ -3,10 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -30,8 +28,8 @@ func apiFlags() []cli.Flag {
 // requests give up after timeout. An address no URL can hold is a bad
 // command line.
 func apiClient(c *cli.Context, timeout time.Duration) (*client.Client, error) {
-	if err := hostPort(c.String("http")); err != nil {
-		return nil, cli.Exit(fmt.Sprintf("shaper %s: --http %q: want HOST:PORT, such as %s (%v)", commandName(c), c.String("http"), shaper.DefaultHTTPAddr, err), cmdline.ExitUsage)
+	if err := cmdline.HostPort(c.String("http")); err != nil {
+		return nil, cli.Exit("shaper "+commandName(c)+": "+badHTTP(c.String("http"), err).Error(), cmdline.ExitUsage)
 	}
 	api, err := client.New("http://"+c.String("http"), client.Config{
 		HTTPClient: &http.Client{Timeout: timeout},
@@ -43,25 +41,15 @@ func apiClient(c *cli.Context, timeout time.Duration) (*client.Client, error) {
 		if errors.As(err, &bad) {
 			err = bad.Err
 		}
-		return nil, cli.Exit(fmt.Sprintf("shaper %s: --http %q: want HOST:PORT, such as %s (%v)", commandName(c), c.String("http"), shaper.DefaultHTTPAddr, err), cmdline.ExitUsage)
+		return nil, cli.Exit("shaper "+commandName(c)+": "+badHTTP(c.String("http"), err).Error(), cmdline.ExitUsage)
 	}
 	return api, nil
 }
 
-// hostPort says what is wrong with addr as HOST:PORT (nil: nothing): a
-// scheme, no port, or a port that is not a number from 1 to 65535.
-func hostPort(addr string) error {
-	if strings.Contains(addr, "://") {
-		return errors.New("no scheme: the address only")
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return errors.New("no port")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
-	}
-	return nil
+// badHTTP is the error of an --http value that is not HOST:PORT, saying
+// why (the error of hostPort, or of the URL made of it).
+func badHTTP(value string, why error) error {
+	return fmt.Errorf("--http %q: want HOST:PORT, such as %s (%v)", value, shaper.DefaultHTTPAddr, why)
 }
 
 // commandName is the command c runs, as an operator types it after

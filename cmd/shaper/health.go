@@ -29,8 +29,8 @@ process answers (GET /healthz), not whether it reaches JetStream.`,
 		},
 		Action: func(c *cli.Context) error {
 			addr := loopbackIfUnspecified(c.String("http"))
-			if err := hostPort(addr); err != nil {
-				return cli.Exit(fmt.Sprintf("shaper health: --http %q: want HOST:PORT, such as %s (%v)", c.String("http"), shaper.DefaultHTTPAddr, err), cmdline.ExitUsage)
+			if err := cmdline.HostPort(addr); err != nil {
+				return cli.Exit("shaper health: "+badHTTP(c.String("http"), err).Error(), cmdline.ExitUsage)
 			}
 			if d := c.Duration("timeout"); d <= 0 {
 				// An http.Client's zero timeout is none: a check that may hang.

@@ -17,7 +17,6 @@ import (
 	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/internal/suggest"
 	"github.com/shaper-dev/shaper/policies"
-	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/replay"
 )
@@ -148,8 +147,8 @@ func tuneValues(c *cli.Context) error {
 		}
 	}
 	if c.Bool("apply") {
-		if err := hostPort(c.String("http")); err != nil {
-			return fmt.Errorf("--http %q: want HOST:PORT, such as %s (%v)", c.String("http"), shaper.DefaultHTTPAddr, err)
+		if err := cmdline.HostPort(c.String("http")); err != nil {
+			return badHTTP(c.String("http"), err)
 		}
 	}
 	return nil

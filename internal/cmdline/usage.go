@@ -67,7 +67,7 @@ func noArgs(name string, action cli.ActionFunc) cli.ActionFunc {
 		}
 		got := c.Args().First()
 		hint := ""
-		if slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "policy") }) && !strings.HasPrefix(got, "-") {
+		if flagNamed(c.Command.Flags, "policy") != nil && !strings.HasPrefix(got, "-") {
 			hint = fmt.Sprintf(" (did you mean --policy %s?)", got)
 		}
 		return cli.Exit(fmt.Sprintf("%s: unexpected argument %q: it takes none, only flags%s (see %s --help)", name, got, hint, name), ExitUsage)

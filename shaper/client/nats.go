@@ -158,7 +158,7 @@ func resultOf(subject string, r Reply) (Result, error) {
 			ETA: time.Duration(r.ETAMs) * time.Millisecond, Duplicate: r.Duplicate, WaitingForConsumer: r.WaitingForConsumer}, nil
 	case ReplyRejected, ReplyDeferred:
 		res := refusal(r.Status == ReplyDeferred, r.ID, r.Policy, r.Key, r.Queued, r.Error, after)
-		res.Duplicate = r.Status == ReplyDeferred && r.Duplicate
+		res.Duplicate = r.Duplicate
 		return res, nil
 	}
 	return Result{}, &Error{ // ReplyError

@@ -182,7 +182,7 @@ func (c *Client) submit(ctx context.Context, path string, payload []byte, o *sub
 		var p Problem
 		decodeProblem(buf.Bytes(), &p)
 		res := refusal(p.Deferred, p.ID, p.Policy, p.Key, 0, p.Detail, retryAfter(p.RetryAfterMs, resp.Header))
-		res.Duplicate = p.Deferred && p.Duplicate
+		res.Duplicate = p.Duplicate
 		return res, nil
 	}
 	return Result{}, errorFrom("POST "+path, resp, buf.Bytes(), true)

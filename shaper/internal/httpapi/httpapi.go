@@ -175,9 +175,13 @@ func (m *Mux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Reque
 // submission to another policy, and an HTTP client follows a 307 with
 // the body.
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p := r.URL.EscapedPath(); strings.HasPrefix(p, "/v1/") && !canonical(p) {
-		Error(w, http.StatusBadRequest, "path "+Quote(p)+" has a \".\", \"..\" or empty segment: escape a key's \"/\" as %2F, and a key \".\" or \"..\" as %2E or %2E%2E")
-		return
+	// The decoded path holds every "/" and "." the escaped one does: one
+	// without "//" or "/." needs no escaping to be checked.
+	if d := r.URL.Path; strings.Contains(d, "//") || strings.Contains(d, "/.") {
+		if p := r.URL.EscapedPath(); strings.HasPrefix(p, "/v1/") && !canonical(p) {
+			Error(w, http.StatusBadRequest, "path "+Quote(p)+" has a \".\", \"..\" or empty segment: escape a key's \"/\" as %2F, and a key \".\" or \"..\" as %2E or %2E%2E")
+			return
+		}
 	}
 	m.ServeMux.ServeHTTP(w, r)
 }

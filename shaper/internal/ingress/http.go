@@ -96,7 +96,7 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 		Key:       a.Key,
 		Deferred:  a.Deferred,
 		ID:        a.ID,
-		Duplicate: a.Duplicate && a.Deferred != nil && *a.Deferred,
+		Duplicate: a.Duplicate, // set on a deferred refusal only
 	}
 	httpapi.WriteProblem(w, p, msDuration(a.RetryAfterMs))
 }

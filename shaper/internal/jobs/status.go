@@ -27,7 +27,7 @@ const stillFull = "the key's queue was still full at next_try: it is re-admitted
 // try ("" when it is not): re-admission waits, without counting a
 // deferral, while the key's queue stays full, so next_try was the plan.
 func PastNextTry(rec *Record, now time.Time, waiting Waiting) string {
-	if rec.Status != Deferred || rec.NextTry.IsZero() || !now.After(rec.NextTry) {
+	if rec.NextTry.IsZero() || !now.After(rec.NextTry) {
 		return ""
 	}
 	return cmp.Or(waiting(rec.Policy, rec.Key), stillFull)
