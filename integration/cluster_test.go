@@ -2,9 +2,13 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,6 +176,54 @@ func TestClusterNodeLoss(t *testing.T) {
 	if rep.duplicates > 2*keys {
 		t.Errorf("%d duplicate deliveries after losing one node, want at most %d", rep.duplicates, 2*keys)
 	}
+	notReadyWithoutQuorum(t, cluster, victim, cfg.httpAddr)
+}
+
+// notReadyWithoutQuorum kills a second node of the 3-node cluster (the
+// first, lost, is lost): the shaper stays connected to the last, which
+// stores nothing without a quorum. /readyz and `shaper health` say it is
+// not ready, with the reason, within a few seconds (the image's
+// HEALTHCHECK and a load balancer rely on it).
+func notReadyWithoutQuorum(t *testing.T, cluster *natsCluster, lost *natsNode, addr string) {
+	for _, n := range cluster.nodes {
+		if n != lost {
+			n.p.kill()
+			break
+		}
+	}
+	killed := time.Now()
+	var status string
+	waitFor(t, 15*time.Second, "/readyz to say not ready without a quorum", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var body struct{ Status string }
+		json.NewDecoder(resp.Body).Decode(&body)
+		status = body.Status
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	t.Logf("two nodes of three lost: /readyz answered 503 %v after the second loss: %q", time.Since(killed).Round(time.Millisecond), status)
+	if !strings.HasPrefix(status, "JetStream stores nothing") {
+		t.Errorf("/readyz without a quorum: %q, want it to say JetStream stores nothing", status)
+	}
+	out, err := exec.Command(bins.shaper, "health", "--http", addr).CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "not ready") {
+		t.Errorf("shaper health without a quorum: exit %d, %q; want exit 1, not ready", code, out)
+	}
+}
+
+// exitCode is the exit code of a command that ended with err.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }
 
 type timedAnswer struct {

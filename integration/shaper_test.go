@@ -23,7 +23,7 @@ type shaperConfig struct {
 	data       string // embedded JetStream store (embedded mode)
 	natsListen string // embedded JetStream client address (embedded mode)
 	natsURL    string // external cluster URLs, comma-separated (external mode)
-	replicas   int    // external mode
+	replicas   int    // external mode; 0: no --replicas, as many as the store keeps
 	redisURL   string // admission limiter state (external mode), redis://ADDR
 	shutdown   time.Duration
 	leaseTTL   time.Duration // --lease-ttl; default the shaper's
@@ -74,7 +74,10 @@ func launchShaper(t *testing.T, c shaperConfig) *proc {
 	t.Helper()
 	args := []string{"serve", "--policies", c.policies, "--http", c.httpAddr, "--log-level", "debug"}
 	if c.natsURL != "" {
-		args = append(args, "--nats-url", c.natsURL, "--replicas", strconv.Itoa(max(c.replicas, 1)))
+		args = append(args, "--nats-url", c.natsURL)
+		if c.replicas > 0 {
+			args = append(args, "--replicas", strconv.Itoa(c.replicas))
+		}
 		if c.redisURL != "" {
 			args = append(args, "--redis-url", c.redisURL)
 		}

@@ -101,6 +101,56 @@ func TestShapersStartTogether(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs in a row, three shapers each, all ready; slowest shaper of each run: %v", *startRuns, slowest)
+	keepsReplicas(t, js, cluster.urls(), policyFile)
+}
+
+// keepsReplicas checks, on a cluster whose shaper stores keep 3 replicas,
+// that a shaper started without --replicas keeps 3 (start-up updates the
+// stores in place: it once lowered every one to 1), and that one started
+// with --replicas 1 is refused at start, naming the flag, and changes
+// nothing; nor does one asking more replicas than the cluster has nodes.
+func keepsReplicas(t *testing.T, js jetstream.JetStream, natsURL, policyFile string) {
+	stores := []string{"SHAPER_JOBS", "SHAPER_Q_a", "KV_SHAPER_LEASES"}
+	check := func(when string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, name := range stores {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatalf("%s: stream %s: %v", when, name, err)
+			}
+			if n := st.CachedInfo().Config.Replicas; n != 3 {
+				t.Errorf("%s: stream %s keeps %d replicas, want 3", when, name, n)
+			}
+		}
+	}
+	check("after the start-up runs")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	p := startShaper(t, shaperConfig{policies: policyFile, httpAddr: addr, natsURL: natsURL})
+	check("with a shaper started without --replicas")
+	if !strings.Contains(p.out.String(), "replicas: as many as the store keeps") {
+		t.Errorf("a shaper started without --replicas on an R3 store did not log the replicas it keeps")
+	}
+	p.kill()
+	p = launchShaper(t, shaperConfig{policies: policyFile, httpAddr: addr, natsURL: natsURL, replicas: 1})
+	code, exited := p.wait(60 * time.Second)
+	p.kill()
+	out := p.out.String()
+	const want = "shaper: replicas: 1: the shaper's streams on this cluster keep 3 replicas (SHAPER_JOBS), and a shaper does not lower them"
+	if !exited || code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "(see --replicas)") {
+		t.Errorf("a shaper started with --replicas 1 on an R3 store: exited %v with %d, output %q; want exit 1 saying %q … (see --replicas)", exited, code, out, want)
+	}
+	check("after a shaper started with --replicas 1")
+	p = launchShaper(t, shaperConfig{policies: policyFile, httpAddr: addr, natsURL: natsURL, replicas: 5})
+	code, exited = p.wait(60 * time.Second)
+	p.kill()
+	out = p.out.String()
+	const want5 = "shaper: replicas: 5: the NATS cluster cannot place a stream of 5 replicas: it has fewer JetStream servers up"
+	if !exited || code != 1 || !strings.Contains(out, want5) || !strings.Contains(out, "(see --replicas)") {
+		t.Errorf("a shaper started with --replicas 5 on a 3-node cluster: exited %v with %d, output %q; want exit 1 saying %q … (see --replicas)", exited, code, out, want5)
+	}
+	check("after a shaper started with --replicas 5")
 }
 
 // grepLines returns the lines of out that contain sub.

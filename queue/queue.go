@@ -164,6 +164,13 @@ func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, 
 					"policy", policy, "stream_limit", old, "size", size)
 				sc.MaxMsgsPerSubject = old
 			}
+			if old := info.Config.Replicas; old > sc.Replicas {
+				// Fewer replicas would keep the jobs on fewer servers:
+				// that is the operator's call, never a side effect.
+				cfg.Logger.Warn("queue: keeping the stream's replicas", "policy", policy, "replicas", old, "asked", sc.Replicas)
+				sc.Replicas = old
+				sc.AllowDirect = false
+			}
 			s, err = js.UpdateStream(ctx, sc)
 		}
 	}

@@ -79,7 +79,10 @@ type Config struct {
 	SyncAlways   bool
 	// DataDir is the embedded server's store. Default DefaultDataDir.
 	DataDir string
-	// Replicas is the replica count of the streams the Shaper creates (1 or 3). Default 1.
+	// Replicas is the replica count of the Shaper's streams and buckets (1,
+	// 3 or 5). 0 (the default) keeps as many as its existing store keeps (1
+	// on a new store); a count below the store's is refused at start, so
+	// that one shaper started without it cannot lower every stream's.
 	Replicas int
 
 	// AdminToken, when set, is the bearer token the admin routes require
@@ -170,9 +173,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
-	}
-	if c.Replicas <= 0 {
-		c.Replicas = 1
 	}
 	if c.SubmitSubject == "" {
 		c.SubmitSubject = DefaultSubmitSubject

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/internal/ingress"
 )
@@ -104,12 +105,43 @@ func (s *Shaper) connect() error {
 		s.disconnect()
 		return &ConfigError{Field: "NATSURL", Err: fmt.Errorf("connect to %s: %w", s.cfg.NATSURL, err)}
 	}
+	if s.cfg.NATSURL != "" {
+		if err := s.fitPayload(s.nc.MaxPayload()); err != nil {
+			s.disconnect()
+			return err
+		}
+	}
 	// Async publishes (the NATS ingress's pipeline) give up after the
 	// admission timeout, like a synchronous Admit.
 	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(ingress.PipelineDepth), jetstream.WithPublishAsyncTimeout(s.cfg.Timeout)); err != nil {
 		s.disconnect()
 		return fmt.Errorf("shaper: jetstream: %w", err)
 	}
+	return nil
+}
+
+// headerRoom is the room a job's headers take in a NATS message beside its
+// payload: the store's and the delivery's, a dead letter's history.
+const headerRoom = 64 << 10
+
+// fitPayload bounds a job's payload by what the NATS server carries
+// (server, its max_payload): a job is stored, delivered and dead-lettered
+// as one message with its headers, and the server refuses a larger one. A
+// job past it would be answered 202 and never delivered; it is answered
+// 413 instead.
+func (s *Shaper) fitPayload(server int64) error {
+	want := cmp.Or(s.cfg.MaxPayload, queue.DefaultMaxPayload)
+	room := int(server) - headerRoom
+	if room < 1<<10 {
+		return &ConfigError{Field: "NATSURL", Err: fmt.Errorf("the NATS server's max_payload is %d bytes: too little for a job and its headers (%d bytes); raise it in the servers' configuration", server, headerRoom)}
+	}
+	if want > room {
+		s.log.Warn("max payload lowered to what the NATS server carries: larger jobs are answered 413",
+			"max_payload", room, "asked", want, "server_max_payload", server, "header_room", headerRoom,
+			"hint", fmt.Sprintf("give the NATS servers a max_payload of at least %d to take jobs of %d bytes", want+headerRoom, want))
+		want = room
+	}
+	s.cfg.MaxPayload = want
 	return nil
 }
 
@@ -191,7 +223,7 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		// Room for the largest job plus its headers (the default is 1 MB).
-		MaxPayload:    int32(max(cfg.MaxPayload, 1<<20) + 64<<10),
+		MaxPayload:    int32(max(cfg.MaxPayload, queue.DefaultMaxPayload) + headerRoom),
 		Authorization: token,
 		SyncInterval:  cmp.Or(cfg.SyncInterval, DefaultSyncInterval),
 		SyncAlways:    cfg.SyncAlways,

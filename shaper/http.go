@@ -33,7 +33,7 @@ import (
 //	GET  /v1/ui/series?since=      every policy's figures over the last minutes, for the page
 //	GET  /v1/ui/access             whether the page must ask for the admin token (open)
 //	GET  /healthz                  the process is alive
-//	GET  /readyz                   the Shaper accepts jobs (JetStream reachable, with storage left)
+//	GET  /readyz                   the Shaper accepts jobs (JetStream reachable and storing, with storage left)
 //	GET  /metrics                  the figures in the Prometheus text format
 //	GET  /debug/pprof/             net/http/pprof's profiles (admin): the index, heap, goroutine, …,
 //	                               cmdline, profile (CPU), symbol, trace
@@ -66,6 +66,8 @@ func (s *Shaper) Handler() http.Handler {
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "nats " + s.nc.Status().String()})
 		case storageFull != "":
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": storageFull})
+		case s.unanswered() != "":
+			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": s.unanswered()})
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		}
@@ -82,6 +84,18 @@ func (s *Shaper) storageFull() string {
 		return ""
 	}
 	return "storage full: JetStream has refused jobs for want of room since " + since.UTC().Format(time.RFC3339) + " (" + refusal.Error() + ")"
+}
+
+// unanswered says why the Shaper does not accept jobs when its NATS
+// connection is up but JetStream stores nothing (a cluster without a
+// quorum), "" when JetStream answers (cluster.Cluster.Unanswered).
+func (s *Shaper) unanswered() string {
+	since, last, ok := s.cluster.Unanswered(time.Now())
+	if !ok {
+		return ""
+	}
+	return "JetStream stores nothing: no renewal of this shaper's membership stored since " + since.UTC().Format(time.RFC3339) +
+		" (" + last.Error() + "; are most of the cluster's JetStream servers up?)"
 }
 
 // debugRoutes registers net/http/pprof's handlers under /debug/pprof/

@@ -2,12 +2,17 @@ package shaper_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/internal/testenv"
@@ -177,4 +182,36 @@ func twoShapers(t *testing.T, yaml string, ttl time.Duration) (a, b *testenv.Run
 		return testenv.Shaper(t, shaper.Config{Policies: set, NATSURL: ns.ClientURL(), InstanceID: id, LeaseTTL: ttl})
 	}
 	return startOne("a"), startOne("b")
+}
+
+// A shaper killed on another machine leaves its instance id's entry until
+// a lease TTL after its last renewal. Its successor under the same id
+// waits that long and starts, without a start-up step cut off and
+// retried with a warning along the way.
+func TestInstanceIDOfAHolderLostElsewhere(t *testing.T) {
+	srv := testenv.NATS(t)
+	js, err := jetstream.New(testenv.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const ttl = 3 * time.Second
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "SHAPER_LEASES", TTL: ttl, History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("one"))
+	lost := `{"instance":"one","host":"elsewhere","pid":1,"http":"10.0.0.9:8080","started":"2026-01-02T03:04:05Z","nonce":"x"}`
+	if _, err := kv.PutString(ctx, "member."+hex.EncodeToString(sum[:8]), lost); err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.Buffer
+	start := time.Now()
+	testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: p, outflow: 5/s, queue: 3}\n"),
+		NATSURL: srv.ClientURL(), InstanceID: "one", LeaseTTL: ttl, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	t.Logf("ready %v after the lost holder's last renewal", time.Since(start).Round(time.Millisecond))
+	if retries := strings.Count(logs.String(), "start-up: failed, retrying"); retries > 0 {
+		t.Errorf("claiming the id of a holder lost elsewhere: %d start-up retries logged, want none:\n%s", retries, logs.String())
+	}
 }

@@ -1,10 +1,13 @@
 package shaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
@@ -32,6 +35,9 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.StartTimeout, errStartDeadline)
 	defer cancel()
 	err := s.retry(ctx, "opening the job records", func(ctx context.Context) (err error) {
+		if err := s.settleReplicas(ctx); err != nil {
+			return err
+		}
 		s.jobs, err = jobs.Open(ctx, s.js, jobs.Config{
 			TTL:        s.cfg.JobTTL,
 			MaxRecords: s.cfg.JobRecords,
@@ -55,7 +61,14 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 	if err != nil {
 		return startError(err)
 	}
-	err = s.retry(ctx, "claiming the instance id", func(ctx context.Context) error { return s.cluster.Claim(ctx, s.HTTPAddr()) })
+	err = s.retry(ctx, "claiming the instance id", func(context.Context) error {
+		// Claim waits up to a lease TTL for an earlier holder's entry to
+		// expire (a shaper killed on another machine): longer than a
+		// try's first bound, which would cut it off with a warning.
+		cctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.LeaseTTL, cluster.DefaultLeaseTTL)+startFirstTry)
+		defer cancel()
+		return s.cluster.Claim(cctx, s.HTTPAddr())
+	})
 	if err != nil {
 		if errors.Is(err, cluster.ErrInstanceInUse) {
 			return &ConfigError{Field: "InstanceID", Err: err}
@@ -101,6 +114,33 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 	// A lone shaper drains from the moment it is ready.
 	for _, first := range firsts {
 		<-first
+	}
+	return nil
+}
+
+// settleReplicas sets how many replicas the Shaper's streams and buckets
+// keep: when Config.Replicas is 0, as many as the store's job records keep
+// (1 on a new store). A count below theirs is refused: start-up updates
+// the streams in place, so one shaper started without --replicas would
+// lower every stream of the store.
+func (s *Shaper) settleReplicas(ctx context.Context) error {
+	have := 0
+	st, err := s.js.Stream(ctx, jobs.Stream)
+	switch {
+	case err == nil:
+		have = st.CachedInfo().Config.Replicas
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return err
+	}
+	switch want := s.cfg.Replicas; {
+	case want == 0:
+		s.cfg.Replicas = max(have, 1)
+		if have > 1 {
+			s.log.Info("replicas: as many as the store keeps", "replicas", have, "stream", jobs.Stream)
+		}
+	case want < have:
+		return &ConfigError{Field: "Replicas", Err: fmt.Errorf("%d: the shaper's streams on this cluster keep %d replicas (%s), and a shaper does not lower them: "+
+			"leave the count unset to keep theirs, or lower every SHAPER_ stream and KV_SHAPER_ bucket first (nats stream edit NAME --replicas %d)", want, have, jobs.Stream, want)}
 	}
 	return nil
 }

@@ -35,6 +35,10 @@ const (
 // (JSStreamReplicasNotSupportedErr).
 const jsReplicasNotSupported = 10074
 
+// jsClusterNoPeers is nats-server's error code for a stream it cannot
+// place: fewer JetStream servers up than its replicas (JSClusterNoPeersErrF).
+const jsClusterNoPeers = 10005
+
 // errStartDeadline ends a start-up that took longer than StartTimeout.
 var errStartDeadline = errors.New("the start-up deadline passed")
 
@@ -103,6 +107,10 @@ func (s *Shaper) refused(err error) error {
 	var api *jetstream.APIError
 	if errors.As(err, &api) && api.ErrorCode == jsReplicasNotSupported {
 		return &ConfigError{Field: "Replicas", Err: fmt.Errorf("%d: the NATS server is not clustered, and keeps one replica of a stream (use 1, or a cluster of at least %d JetStream servers): %w",
+			s.cfg.Replicas, s.cfg.Replicas, err)}
+	}
+	if errors.As(err, &api) && api.ErrorCode == jsClusterNoPeers && s.cfg.Replicas > 1 {
+		return &ConfigError{Field: "Replicas", Err: fmt.Errorf("%d: the NATS cluster cannot place a stream of %d replicas: it has fewer JetStream servers up (use at most as many as it has): %w",
 			s.cfg.Replicas, s.cfg.Replicas, err)}
 	}
 	return err

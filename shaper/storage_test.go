@@ -73,3 +73,59 @@ func readyz(t *testing.T, r *running) (int, string) {
 	}
 	return resp.StatusCode, body.Status
 }
+
+// A job is stored and delivered as one NATS message with its headers, so
+// a NATS server's max_payload (1 MiB by default) bounds the payload a
+// shaper takes: under the server's limit less the headers' room a job is
+// answered 202 and delivered, over it 413, never a 202 for a job that
+// cannot be delivered.
+func TestPayloadFitsTheServer(t *testing.T) {
+	ns := testenv.NATS(t) // max_payload 1 MiB
+	r := wrap(t, testenv.Shaper(t, shaper.Config{NATSURL: ns.ClientURL(), Policies: testenv.Policies(t,
+		"policies:\n  - {name: p, outflow: 100/s, queue: 10}\n")}))
+	got := testenv.Consume(t, ns.ClientURL(), "shaper.out.p.>")
+	limit := 1<<20 - 64<<10
+	if a := r.post(t, "p", "big", bytes.Repeat([]byte("x"), limit+1)); a.code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a job of %d bytes, over what a NATS server of max_payload 1 MiB carries with its headers: %d %v, want 413", limit+1, a.code, a.body)
+	} else if d, _ := a.body["detail"].(string); !strings.Contains(d, strconv.Itoa(limit)) {
+		t.Errorf("413 detail %q, want the limit %d", d, limit)
+	}
+	if a := r.post(t, "p", "big", bytes.Repeat([]byte("x"), limit)); a.code != http.StatusAccepted {
+		t.Fatalf("a job of %d bytes: %d %v, want 202", limit, a.code, a.body)
+	}
+	waitFor(t, "the largest job delivered", 10*time.Second, func() bool { return got.Load() == 1 })
+}
+
+// A cluster that lost its quorum keeps the shaper's connection up but
+// stores nothing (every job is answered 503): /readyz says so, not
+// ready, from half a lease TTL after the last stored renewal of the
+// shaper's membership, and is ready again once JetStream stores again.
+// Here the server's JetStream is switched off and on.
+func TestNotReadyWhileJetStreamStoresNothing(t *testing.T) {
+	dir := t.TempDir()
+	ns := testenv.NATSAt(t, dir)
+	r := wrap(t, testenv.Shaper(t, shaper.Config{NATSURL: ns.ClientURL(), LeaseTTL: 1200 * time.Millisecond, Policies: testenv.Policies(t,
+		"policies:\n  - {name: p, outflow: 100/s, queue: 10}\n")}))
+	if code, status := readyz(t, r); code != http.StatusOK {
+		t.Fatalf("/readyz at start = %d %q, want 200", code, status)
+	}
+	if err := ns.DisableJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	waitFor(t, "/readyz to say JetStream stores nothing", 10*time.Second, func() bool {
+		var code int
+		code, status = readyz(t, r)
+		return code == http.StatusServiceUnavailable
+	})
+	if !strings.HasPrefix(status, "JetStream stores nothing: no renewal of this shaper's membership stored since ") {
+		t.Errorf("/readyz without JetStream: %q, want it to say JetStream stores nothing", status)
+	}
+	if err := ns.EnableJetStream(&server.JetStreamConfig{StoreDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "/readyz ready again with JetStream back", 20*time.Second, func() bool {
+		code, _ := readyz(t, r)
+		return code == http.StatusOK
+	})
+}

@@ -46,7 +46,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			&cli.StringFlag{Name: "nats-tls-cert", Usage: "client certificate (PEM) for --nats-url", EnvVars: envVar("nats-tls-cert")},
 			&cli.StringFlag{Name: "nats-tls-key", Usage: "client key (PEM) for --nats-url", EnvVars: envVar("nats-tls-key")},
 			&cli.StringFlag{Name: "redis-url", Usage: "Redis URL for admission limits shared by several shapers", EnvVars: envVar("redis-url")},
-			&cli.IntFlag{Name: "replicas", Value: 1, Usage: "replicas of the streams the shaper creates (3 on a cluster)", EnvVars: envVar("replicas")},
+			&cli.IntFlag{Name: "replicas", Usage: "replicas of the shaper's streams and buckets: 1, 3 or 5 (3 on a cluster); never fewer than its store keeps", DefaultText: "as many as the store keeps, 1 on a new one", EnvVars: envVar("replicas")},
 			&cli.IntFlag{Name: "max-payload", Value: 1 << 20, Usage: "largest job payload, in bytes", EnvVars: envVar("max-payload")},
 			&cli.IntFlag{Name: "workers", Value: drain.DefaultWorkers, Usage: "deliveries in flight per policy", EnvVars: envVar("workers")},
 			&cli.BoolFlag{Name: "watch-headers-only", Usage: "watch the queues for new jobs by their headers only, and read each job again when it is delivered: less traffic with several shapers and large payloads (without it, every shaper receives every job's payload once, and a delivery needs no read)", EnvVars: envVar("watch-headers-only")},
@@ -199,6 +199,7 @@ func serveValues(c *cli.Context) error {
 		}
 	}
 	switch n := c.Int("replicas"); {
+	case n == 0 && !c.IsSet("replicas"):
 	case n != 1 && n != 3 && n != 5:
 		return bad("--replicas %d: want 1, 3 or 5", n)
 	case n > 1 && c.String("nats-url") == "":

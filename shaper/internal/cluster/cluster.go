@@ -87,6 +87,11 @@ type Cluster struct {
 	nc          *nats.Conn
 	drainers    drainersCache
 	me          Member // set by Claim
+	// The renewals of this shaper's member entry, which JetStream stores
+	// only with a quorum of the bucket's servers: the last one stored
+	// (unix ns), and the last failure when a later one failed.
+	renewedAt atomic.Int64
+	renewErr  atomic.Pointer[error]
 }
 
 // Open creates or binds the buckets of leases, membership and overrides.
@@ -180,6 +185,7 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 	defer tick.Stop()
 	var renewed, read time.Time
 	wasReady := false
+	c.renewedAt.Store(c.cfg.Clock.Now().UnixNano()) // a start counts as answered: Open's requests were
 	if sub, err := c.nc.Subscribe(membersSubject, func(*nats.Msg) { c.wake() }); err == nil {
 		defer sub.Unsubscribe()
 	}
@@ -194,6 +200,7 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 				v, _ := json.Marshal(readyValue{Policies: (*c.layouts.Load())(), Assign: assignBalanced})
 				_, err = c.leases.Put(cctx, readyKey, v)
 			}
+			c.noteRenewal(err)
 			if err == nil {
 				if ready != wasReady {
 					c.nc.Publish(membersSubject, nil)
@@ -226,6 +233,36 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 		case <-c.kick:
 		}
 	}
+}
+
+func (c *Cluster) noteRenewal(err error) {
+	if err != nil {
+		c.renewErr.Store(&err)
+		return
+	}
+	c.renewedAt.Store(c.cfg.Clock.Now().UnixNano())
+	c.renewErr.Store(nil)
+}
+
+// Unanswered reports whether JetStream has stored none of this shaper's
+// membership renewals for over half a lease TTL, when the last one failed:
+// since its last stored renewal (or since KeepMembership started), and the
+// last failure. A cluster that lost its quorum is connected but stores
+// nothing: every job is answered 503 meanwhile.
+func (c *Cluster) Unanswered(now time.Time) (since time.Time, last error, unanswered bool) {
+	if c == nil {
+		return time.Time{}, nil, false
+	}
+	errp := c.renewErr.Load()
+	ns := c.renewedAt.Load()
+	if errp == nil || ns == 0 {
+		return time.Time{}, nil, false
+	}
+	since = time.Unix(0, ns)
+	if now.Sub(since) <= c.cfg.LeaseTTL/2 {
+		return time.Time{}, nil, false
+	}
+	return since, *errp, true
 }
 
 // WatchOverrides calls apply with every override stored now (p nil: the
