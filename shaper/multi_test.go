@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/internal/testenv"
+	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
@@ -214,4 +217,46 @@ func TestInstanceIDOfAHolderLostElsewhere(t *testing.T) {
 	if retries := strings.Count(logs.String(), "start-up: failed, retrying"); retries > 0 {
 		t.Errorf("claiming the id of a holder lost elsewhere: %d start-up retries logged, want none:\n%s", retries, logs.String())
 	}
+}
+
+// Shapers whose policy files set a policy otherwise answer its producers
+// by different rules: each says so in GET /v1/policies, naming the
+// others, until a reload gives them the same file.
+func TestPolicyFilesDifferBetweenShapers(t *testing.T) {
+	ns := testenv.NATS(t)
+	dir := t.TempDir()
+	start := func(id, yaml string) (*running, string) {
+		file := filepath.Join(dir, id+".yaml")
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		set, err := policies.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wrap(t, testenv.Shaper(t, shaper.Config{Policies: set, PolicyFile: file, NATSURL: ns.ClientURL(), InstanceID: id, LeaseTTL: 1200 * time.Millisecond})), file
+	}
+	const same = "policies:\n  - {name: p, outflow: 5/s, queue: 3}\n  - {name: q, outflow: 1/s, queue: 3}\n"
+	a, _ := start("a", same)
+	b, bFile := start("b", strings.Replace(same, "5/s", "50/s", 1))
+	differs := func(r *running, name string) []any {
+		v, _ := r.get(t, "/v1/policies/"+name)["file_differs_on"].([]any)
+		return v
+	}
+	waitFor(t, "each shaper to name the other as setting p otherwise", 10*time.Second, func() bool {
+		da, db := differs(a, "p"), differs(b, "p")
+		return len(da) == 1 && da[0] == "b" && len(db) == 1 && db[0] == "a"
+	})
+	if d := differs(a, "q"); len(d) != 0 {
+		t.Errorf("q, set alike in both files: file_differs_on %v, want none", d)
+	}
+	if err := os.WriteFile(bFile, []byte(same), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the files to agree after the reload", 10*time.Second, func() bool {
+		return len(differs(a, "p")) == 0 && len(differs(b, "p")) == 0
+	})
 }

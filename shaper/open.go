@@ -107,6 +107,7 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 	}
 	s.starting.at("taking the drain leases")
 	s.background.Go(follow)
+	s.cluster.SetFileDigests(s.policies.fileDigests)
 	s.background.Go(func() { s.cluster.KeepMembership(runCtx) })
 	s.background.Go(func() { s.policies.sweep(runCtx) })
 	s.background.Go(func() { s.series.Run(runCtx) })

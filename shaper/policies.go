@@ -2,6 +2,9 @@ package shaper
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -201,7 +204,7 @@ func (t *table) override(ctx context.Context, name string, p *policies.Patch, re
 	if t.line(name) == nil {
 		return nil
 	}
-	return t.refresh(ctx, name, log)
+	return t.refresh(ctx, name, "live change", log)
 }
 
 // overrideOf returns the live override of policy name: the empty Patch
@@ -248,8 +251,9 @@ func (t *table) deliverOf(name string, over policies.Patch) (policies.Deliver, b
 
 // refresh makes the live version of policy name what its file and its
 // override say now, but for where jobs are delivered, which stays as it
-// runs.
-func (t *table) refresh(ctx context.Context, name string, log *slog.Logger) error {
+// runs. from says what changed, for the log: "file" (a reload) or "live
+// change" (an override).
+func (t *table) refresh(ctx context.Context, name, from string, log *slog.Logger) error {
 	// One at a time: a refresh reading an older override must not apply
 	// it over one that read a newer.
 	t.applying.Lock()
@@ -265,11 +269,12 @@ func (t *table) refresh(ctx context.Context, name string, log *slog.Logger) erro
 	}
 	p.Deliver = line.Policy().Deliver
 	p.Partitions = line.Policy().Partitions // both change only with a restart
-	return t.apply(ctx, line, p, !over.IsEmpty(), log)
+	return t.apply(ctx, line, p, !over.IsEmpty(), from, log)
 }
 
-// apply makes p the live version of its policy, served by line.
-func (t *table) apply(ctx context.Context, line *served, p policies.Policy, override bool, log *slog.Logger) error {
+// apply makes p the live version of its policy, served by line; override
+// says whether a live override sets some of its fields, from what changed.
+func (t *table) apply(ctx context.Context, line *served, p policies.Policy, override bool, from string, log *slog.Logger) error {
 	old := line.Policy()
 	if err := line.queue.Resize(ctx, p.Queue); err != nil {
 		return err
@@ -283,7 +288,7 @@ func (t *table) apply(ctx context.Context, line *served, p policies.Policy, over
 	line.override.Store(override)
 	t.notify(p.Name)
 	if changes := policies.Diff(*old, p); len(changes) > 0 {
-		log.Info("policy changed", "policy", p.Name, "change", joinChanges(changes), "override", override)
+		log.Info("policy changed", "policy", p.Name, "change", joinChanges(changes), "from", from, "live_override", override)
 	}
 	return nil
 }
@@ -341,6 +346,21 @@ func (t *table) leaving() bool {
 		}
 	}
 	return false
+}
+
+// fileDigests returns, for each policy served, a digest of it as the
+// policy file sets it (cluster.Cluster.SetFileDigests): shapers whose
+// files set a policy alike give it the same digest.
+func (t *table) fileDigests() map[string]string {
+	out := map[string]string{}
+	for _, line := range t.snapshot() {
+		if p, ok := t.fileVersion(line.name); ok {
+			b, _ := json.Marshal(p)
+			sum := sha256.Sum256(b)
+			out[line.name] = hex.EncodeToString(sum[:8])
+		}
+	}
+	return out
 }
 
 // layouts returns the policies served, with the number of partitions each

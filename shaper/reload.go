@@ -95,7 +95,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 			rep.Added = append(rep.Added, p.Name)
 			s.log.Info("reload: policy added", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue)
 			if !s.policies.overrideOf(p.Name).IsEmpty() { // stored before this shaper served it
-				if err := s.policies.refresh(ctx, p.Name, s.log); err != nil {
+				if err := s.policies.refresh(ctx, p.Name, "file", s.log); err != nil {
 					s.warn(&rep, p.Name+": the live override not applied: "+err.Error())
 				}
 			}
@@ -143,7 +143,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 			s.warn(&rep, p.Name+": the number of partitions changed: restart every shaper to apply it")
 		}
 		live := *line.Policy()
-		if err := s.policies.refresh(ctx, p.Name, s.log); err != nil {
+		if err := s.policies.refresh(ctx, p.Name, "file", s.log); err != nil {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not applied: %v", p.Name, err))
 			s.log.Error("reload: policy change not applied", "policy", p.Name, "err", err)
 			continue

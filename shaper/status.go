@@ -58,6 +58,12 @@ type PolicyStatus struct {
 	// lease ("" when none does): read from the cluster by the HTTP API,
 	// at most a second old.
 	Drainers []string `json:"drainers,omitempty"`
+	// FileDiffersOn names the other shapers whose policy file sets the
+	// policy otherwise than this shaper's (by the digests in their
+	// membership entries): the drainer paces its keys by its own file,
+	// each shaper answers its producers by its own. Give every shaper
+	// the same file and reload each.
+	FileDiffersOn []string `json:"file_differs_on,omitempty"`
 	// Adapting is what the policy's adaptive outflow (its adapt block)
 	// does on this shaper now: the effective rate of an adaptive total,
 	// and those of the deepest keys that adapt, each with why.
@@ -154,6 +160,7 @@ func (t *table) routes(mux *httpapi.Mux, c *cluster.Cluster, admin httpapi.Guard
 		all := t.status(r.Context())
 		for i := range all {
 			all[i].Drainers = c.Drainers(r.Context(), all[i].Name, all[i].Partitions)
+			all[i].FileDiffersOn = c.FileDiffersOn(all[i].Name)
 		}
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": all})
 	})
@@ -191,6 +198,7 @@ func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, c *cluster.C
 		return
 	}
 	st.Drainers = c.Drainers(r.Context(), name, st.Partitions)
+	st.FileDiffersOn = c.FileDiffersOn(name)
 	httpapi.WriteJSON(w, http.StatusOK, st)
 }
 

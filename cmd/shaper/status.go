@@ -85,6 +85,12 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 		}
 	}
 	for _, p := range all {
+		if len(p.FileDiffersOn) > 0 {
+			fmt.Fprintf(w, "policy files differ: %s is set otherwise on %s than here (the drainer paces its keys by its own file; give every shaper the same file and reload each)\n",
+				p.Name, strings.Join(p.FileDiffersOn, ", "))
+		}
+	}
+	for _, p := range all {
 		if p.WaitingForConsumer != nil {
 			fmt.Fprintf(w, "waiting for a consumer: %s since %s (nobody answers its deliveries on %s.>; its jobs stay queued until one subscribes, e.g. producer sink --subject '%s.>')\n",
 				p.Name, p.WaitingForConsumer.Local().Format("15:04:05"), p.Deliver.Subject, p.Deliver.Subject)

@@ -243,6 +243,9 @@ type Policy struct {
 	Partitions         int      `json:"partitions"`
 	DrainingPartitions []int    `json:"draining_partitions"`
 	Drainers           []string `json:"drainers,omitempty"`
+	// FileDiffersOn names the other shapers whose policy file sets the
+	// policy otherwise than the answering shaper's.
+	FileDiffersOn []string `json:"file_differs_on,omitempty"`
 	// Adapting is what the policy's adaptive outflow (its adapt block)
 	// does on the answering shaper now: the effective rate of an adaptive
 	// total (per: policy), and those of the five deepest keys that adapt

@@ -92,6 +92,10 @@ type Cluster struct {
 	// (unix ns), and the last failure when a later one failed.
 	renewedAt atomic.Int64
 	renewErr  atomic.Pointer[error]
+	// digests gives this shaper's file digests (SetFileDigests); differs
+	// holds, per policy, the shapers whose file sets it otherwise.
+	digests atomic.Pointer[func() map[string]string]
+	differs atomic.Pointer[map[string][]string]
 }
 
 // Open creates or binds the buckets of leases, membership and overrides.
@@ -191,7 +195,7 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 	}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
-		me, _ := json.Marshal(c.me)
+		me := c.memberValue()
 		var err error
 		partitioned := c.partitioned.Load() > 0
 		ready := c.ready.Load() && partitioned

@@ -22,6 +22,9 @@ type Member struct {
 	HTTP     string    `json:"http"`
 	Started  time.Time `json:"started"`
 	Nonce    string    `json:"nonce"` // tells this run's entry from an earlier one's
+	// Policies holds a digest of each policy as the shaper's file sets
+	// it (SetFileDigests).
+	Policies map[string]string `json:"policies,omitempty"`
 }
 
 func (m Member) String() string {

@@ -114,10 +114,12 @@ func (c *Cluster) readMembers(ctx context.Context, ready bool) (alive int64, err
 		return 0, err
 	}
 	readyOnes := map[string]readyValue{}
+	var memberKeys []string
 	for k := range l.Keys() {
 		id, ok := strings.CutPrefix(k, "ready.")
 		if !ok {
 			alive++
+			memberKeys = append(memberKeys, k)
 			continue
 		}
 		e, err := c.leases.Get(ctx, k)
@@ -132,6 +134,7 @@ func (c *Cluster) readMembers(ctx context.Context, ready bool) (alive int64, err
 	if ready {
 		c.setMembers(readyOnes)
 	}
+	c.compareFiles(c.readMemberValues(ctx, memberKeys))
 	return alive, nil
 }
 

@@ -88,6 +88,13 @@ export class PolicyCard {
     consumer.hidden = !since;
     consumer.title = since ? `Since ${new Date(since).toLocaleTimeString()}, nobody answers this shaper's deliveries on ` +
       `${p.deliver.subject}.>: the jobs stay queued until a consumer subscribes` : '';
+    // Another shaper's policy file sets this policy otherwise.
+    const files = this.root.querySelector('.badge.files');
+    const others = p.file_differs_on || [];
+    files.hidden = others.length === 0;
+    files.title = others.length ? `The policy file of ${others.join(', ')} sets this policy otherwise than this shaper's: ` +
+      'the drainer paces its keys by its own file, each shaper answers its producers by its own. ' +
+      'Give every shaper the same file and reload each.' : '';
     this.showSettings();
     this.tuner.update(p, this.series ? this.series.file : null);
     this.dead.update(p.dead);

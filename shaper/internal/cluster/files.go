@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Shapers sharing a cluster should serve the same policy files: the
+// drainer of a key paces it by its own file, while every shaper answers
+// its producers (ETAs, Retry-After, 429s) by its own. Each shaper writes
+// in its member entry a digest of each policy as its file sets it (live
+// overrides are shared and left out), and compares the others' with its
+// own at every read of the members.
+
+// SetFileDigests gives the digests of the policies as this shaper's file
+// sets them, asked at every renewal of its member entry (a reload may
+// change them). Call it before KeepMembership.
+func (c *Cluster) SetFileDigests(digests func() map[string]string) {
+	c.digests.Store(&digests)
+}
+
+// memberValue is this shaper's member entry now.
+func (c *Cluster) memberValue() []byte {
+	m := c.me
+	if f := c.digests.Load(); f != nil {
+		m.Policies = (*f)()
+	}
+	v, _ := json.Marshal(m)
+	return v
+}
+
+// FileDiffersOn returns the instances of the shapers whose policy file
+// sets policy otherwise than this shaper's, as their member entries said
+// at the last read (sorted; nil when none).
+func (c *Cluster) FileDiffersOn(policy string) []string {
+	if c == nil {
+		return nil
+	}
+	if d := c.differs.Load(); d != nil {
+		return (*d)[policy]
+	}
+	return nil
+}
+
+// compareFiles compares the digests in the other shapers' member entries
+// (others, their JSON values) with this shaper's, keeps the differences
+// for FileDiffersOn and logs each new one.
+func (c *Cluster) compareFiles(others [][]byte) {
+	f := c.digests.Load()
+	if f == nil {
+		return
+	}
+	mine := (*f)()
+	differs := map[string][]string{}
+	for _, v := range others {
+		var m Member
+		if json.Unmarshal(v, &m) != nil || m.Instance == c.cfg.Instance || m.Policies == nil {
+			continue // an entry of a release before digests says nothing
+		}
+		for name, d := range mine {
+			if theirs, ok := m.Policies[name]; ok && theirs != d {
+				differs[name] = append(differs[name], m.Instance)
+			}
+		}
+	}
+	for name := range differs {
+		slices.Sort(differs[name])
+	}
+	old := c.differs.Swap(&differs)
+	for _, name := range slices.Sorted(maps.Keys(differs)) {
+		if old == nil || !slices.Equal((*old)[name], differs[name]) {
+			c.log.Warn("policy files differ between shapers: the drainer paces a key by its own file, each shaper answers its producers by its own; give every shaper the same file and reload each",
+				"policy", name, "here", c.cfg.Instance, "others", strings.Join(differs[name], ", "))
+		}
+	}
+	if old != nil {
+		for _, name := range slices.Sorted(maps.Keys(*old)) {
+			if _, ok := differs[name]; !ok {
+				c.log.Info("policy files agree again between shapers", "policy", name)
+			}
+		}
+	}
+}
+
+// readMemberValues reads the member entries of the other shapers, keys
+// as listed; an entry gone meanwhile is left out.
+func (c *Cluster) readMemberValues(ctx context.Context, keys []string) [][]byte {
+	self := memberKey(c.cfg.Instance)
+	var out [][]byte
+	for _, k := range keys {
+		if k == self {
+			continue
+		}
+		if e, err := c.leases.Get(ctx, k); err == nil {
+			out = append(out, e.Value())
+		}
+	}
+	return out
+}
