@@ -113,15 +113,30 @@ func TestKill9DrainingShaper(t *testing.T) {
 	const keys, perKey = 10, 150 // 7.5 s of deliveries per key
 	ids, _ := submitAll(t, newSubmitter(cfgs[drainer].httpAddr, 15*time.Second), "flow", keys, perKey)
 	waitFor(t, 20*time.Second, "300 deliveries before the kill", func() bool { return rec.delivered() >= 300 })
+	before, err := policyStates(cfgs[other].httpAddr)
+	if err != nil || len(before["flow"].Drainers) != 1 {
+		t.Fatalf("drainers of flow before the kill: %v (%v)", before["flow"].Drainers, err)
+	}
+	victim := before["flow"].Drainers[0]
 	killedAt := time.Now()
 	shs[drainer].kill()
 	atKill := rec.delivered()
-	var takeover time.Duration
+	var takeover, flagged time.Duration
 	waitFor(t, 20*time.Second, "the other shaper to drain flow", func() bool {
 		ps, err := policyStates(cfgs[other].httpAddr)
+		if _, ok := ps["flow"].DrainersUnrenewed[victim]; ok && flagged == 0 {
+			flagged = time.Since(killedAt)
+		}
 		takeover = time.Since(killedAt)
 		return err == nil && ps["flow"].Draining
 	})
+	// Until its lease ends, the lost drainer is still listed, marked as
+	// no longer renewing.
+	if flagged == 0 {
+		t.Errorf("the killed drainer %s was never marked as missing its renewals (drainers_unrenewed_ms) before the take-over", victim)
+	} else {
+		t.Logf("the killed drainer %s was marked as missing its renewals %v after the kill", victim, flagged.Round(time.Millisecond))
+	}
 	rep := rec.waitAll(ids, 60*time.Second)
 	resumed := rec.firstAfter(killedAt.Add(500 * time.Millisecond)).Sub(killedAt)
 	dups := rec.duplicatesByKey()

@@ -58,6 +58,12 @@ type PolicyStatus struct {
 	// lease ("" when none does): read from the cluster by the HTTP API,
 	// at most a second old.
 	Drainers []string `json:"drainers,omitempty"`
+	// DrainersUnrenewed gives, for a drainer that missed a renewal of
+	// its lease (it renews every third of the lease TTL), the
+	// milliseconds since it last renewed, by the NATS server's clock: a
+	// lost shaper stays among the drainers until its lease ends, a lease
+	// TTL after its last renewal.
+	DrainersUnrenewed map[string]int64 `json:"drainers_unrenewed_ms,omitempty"`
 	// FileDiffersOn names the other shapers whose policy file sets the
 	// policy otherwise than this shaper's (by the digests in their
 	// membership entries): the drainer paces its keys by its own file,
@@ -159,8 +165,7 @@ func (t *table) routes(mux *httpapi.Mux, c *cluster.Cluster, admin httpapi.Guard
 	mux.HandleFunc("GET /v1/policies", func(w http.ResponseWriter, r *http.Request) {
 		all := t.status(r.Context())
 		for i := range all {
-			all[i].Drainers = c.Drainers(r.Context(), all[i].Name, all[i].Partitions)
-			all[i].FileDiffersOn = c.FileDiffersOn(all[i].Name)
+			all[i].setCluster(r.Context(), c)
 		}
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": all})
 	})
@@ -197,9 +202,22 @@ func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, c *cluster.C
 		httpapi.Error(w, http.StatusNotFound, httpapi.UnknownPolicy(name, t.names()))
 		return
 	}
-	st.Drainers = c.Drainers(r.Context(), name, st.Partitions)
-	st.FileDiffersOn = c.FileDiffersOn(name)
+	st.setCluster(r.Context(), c)
 	httpapi.WriteJSON(w, http.StatusOK, st)
+}
+
+// setCluster reads from c who drains the policy's partitions, and which
+// shapers' files set it otherwise.
+func (st *PolicyStatus) setCluster(ctx context.Context, c *cluster.Cluster) {
+	st.FileDiffersOn = c.FileDiffersOn(st.Name)
+	var quiet map[string]time.Duration
+	st.Drainers, quiet = c.Drainers(ctx, st.Name, st.Partitions)
+	for who, d := range quiet {
+		if st.DrainersUnrenewed == nil {
+			st.DrainersUnrenewed = map[string]int64{}
+		}
+		st.DrainersUnrenewed[who] = d.Milliseconds()
+	}
 }
 
 // refused is a live change that is not allowed: answered 400.

@@ -103,7 +103,9 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 }
 
 // drainedBy says which shaper drains which partitions of p, as its
-// drain leases say: "shaper-a (0 2 4), shaper-b (1 3)", or "nobody".
+// drain leases say: "shaper-a (partitions 0 2 4), shaper-b (partitions
+// 1 3)", or "nobody"; a drainer that missed a renewal of its lease (lost,
+// or cut off from NATS) with "[no lease renewal for 3.4s]".
 func drainedBy(p client.Policy) string {
 	if len(p.Drainers) == 0 {
 		return ""
@@ -119,12 +121,16 @@ func drainedBy(p client.Policy) string {
 		}
 		parts[who] = append(parts[who], strconv.Itoa(i))
 	}
-	if len(p.Drainers) == 1 {
-		return order[0]
-	}
 	out := make([]string, len(order))
 	for i, who := range order {
-		out[i] = fmt.Sprintf("%s (partitions %s)", who, strings.Join(parts[who], " "))
+		out[i] = who
+		if len(p.Drainers) > 1 {
+			out[i] += fmt.Sprintf(" (partitions %s)", strings.Join(parts[who], " "))
+		}
+		if ms, ok := p.DrainersUnrenewed[who]; ok {
+			// Lost, or cut off: its lease ends a lease TTL after the last.
+			out[i] += fmt.Sprintf(" [no lease renewal for %.1fs]", float64(ms)/1000)
+		}
 	}
 	return strings.Join(out, ", ")
 }

@@ -243,6 +243,10 @@ type Policy struct {
 	Partitions         int      `json:"partitions"`
 	DrainingPartitions []int    `json:"draining_partitions"`
 	Drainers           []string `json:"drainers,omitempty"`
+	// DrainersUnrenewed gives, for a drainer that missed a renewal of its
+	// lease, the milliseconds since it last renewed: a lost shaper stays
+	// among the drainers until its lease ends.
+	DrainersUnrenewed map[string]int64 `json:"drainers_unrenewed_ms,omitempty"`
 	// FileDiffersOn names the other shapers whose policy file sets the
 	// policy otherwise than the answering shaper's.
 	FileDiffersOn []string `json:"file_differs_on,omitempty"`

@@ -250,3 +250,55 @@ func TestMembersBalancedOnlyWhenAllKnowIt(t *testing.T) {
 	word()
 	waitHeld(t, "balanced again once it is gone", func() bool { return members(1) })
 }
+
+// Two shapers whose files drain the policy in different numbers of
+// partitions, starting at the same moment on a store without a layout
+// entry (a new cluster, or one whose entries expired in an outage): the
+// one whose layout entry was not stored stands by at once, never
+// draining beside the other (their partitions split the keys otherwise,
+// so a key could be drained twice).
+func TestHoldPartitionsLayoutRace(t *testing.T) {
+	for _, first := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d and 4", first), func(t *testing.T) { layoutRace(t, first) })
+	}
+}
+
+func layoutRace(t *testing.T, first int) {
+	for run := range 3 {
+		s := testenv.NATS(t)
+		const ttl = 1500 * time.Millisecond
+		var cs []*cluster.Cluster
+		for _, id := range []string{"two", "four"} {
+			c, err := cluster.Open(context.Background(), jetStreamOf(t, s.ClientURL()), cluster.Config{Instance: id, LeaseTTL: ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Claim(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		hs := []*partitionsHeld{{held: map[int]bool{}}, {held: map[int]bool{}}}
+		begin := make(chan struct{})
+		for i, n := range []int{first, 4} {
+			c := cs[i]
+			c.SetReady(func() map[string]int { return map[string]int{"p": n} })
+			wg.Go(func() { c.KeepMembership(ctx) })
+			wg.Go(func() { <-begin; c.HoldPartitions(ctx, "p", n, hs[i].set, func() {}) })
+		}
+		close(begin)
+		both := 0
+		for end := time.Now().Add(ttl); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			if len(hs[0].list()) > 0 && len(hs[1].list()) > 0 {
+				both++
+			}
+		}
+		cancel()
+		wg.Wait()
+		if both > 0 {
+			t.Fatalf("run %d: both shapers held partitions at once (%d samples), the %d-partition one %v, the 4-partition one %v", run+1, both, first, hs[0].list(), hs[1].list())
+		}
+	}
+}
