@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"gopkg.in/yaml.v3"
 
+	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper"
 )
 
@@ -185,6 +187,39 @@ func TestComposeMountsDashboardAndAlerts(t *testing.T) {
 		_, port, _ := net.SplitHostPort(svc.Environment["SHAPER_HTTP"])
 		if !slices.Contains(targets, name+":"+port) {
 			t.Errorf("prometheus scrapes %v, not %s:%s", targets, name, port)
+		}
+	}
+}
+
+// The NATS servers compose runs carry the largest job the shapers take
+// (--max-payload, 1 MiB by default) with its headers: with the servers'
+// default max_payload (1 MiB) the shapers would take only 960 KiB. The
+// config is read by nats-server's own parser.
+func TestComposeNATSCarriesTheLargestJob(t *testing.T) {
+	compose := readCompose(t)
+	conf, ok := compose.Configs["nats"]
+	if !ok || conf.Content == "" {
+		t.Fatal("docker-compose.yml has no nats config")
+	}
+	file := filepath.Join(t.TempDir(), "shaper.conf")
+	if err := os.WriteFile(file, []byte(conf.Content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(file)
+	if err != nil {
+		t.Fatalf("nats config: %v", err)
+	}
+	if want := int32(queue.DefaultMaxPayload + 64<<10); opts.MaxPayload < want {
+		t.Errorf("nats config: max_payload %d, want at least %d (1 MiB and 64 KiB of headers)", opts.MaxPayload, want)
+	}
+	for _, name := range []string{"nats1", "nats2", "nats3"} {
+		svc := compose.Services[name]
+		mounted := false
+		for _, c := range svc.Configs {
+			mounted = mounted || c.Source == "nats" && c.Target == "/etc/nats/shaper.conf"
+		}
+		if !mounted || len(svc.Command) < 2 || svc.Command[0] != "-c" || svc.Command[1] != "/etc/nats/shaper.conf" {
+			t.Errorf("%s: configs %v, command %v; want the nats config mounted at /etc/nats/shaper.conf and read with -c", name, svc.Configs, svc.Command)
 		}
 	}
 }
