@@ -260,3 +260,27 @@ func TestPolicyFilesDifferBetweenShapers(t *testing.T) {
 		return len(differs(a, "p")) == 0 && len(differs(b, "p")) == 0
 	})
 }
+
+// A shaper whose file drains a policy in another number of partitions
+// than the shapers draining it stands by; its status says so and names
+// those shapers' drainers, of their partitions, not of its own.
+func TestStatusOfAShaperStandingByForAnotherLayout(t *testing.T) {
+	ns := testenv.NATS(t)
+	start := func(id, yaml string) *running {
+		return wrap(t, testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, yaml), NATSURL: ns.ClientURL(), InstanceID: id, LeaseTTL: 1200 * time.Millisecond}))
+	}
+	a := start("a", "policies:\n  - {name: p, outflow: 5/s, queue: 3, partitions: 2}\n")
+	waitFor(t, "a to drain both partitions", 10*time.Second, func() bool {
+		d, _ := a.get(t, "/v1/policies/p")["draining_partitions"].([]any)
+		return len(d) == 2
+	})
+	b := start("b", "policies:\n  - {name: p, outflow: 5/s, queue: 3, partitions: 4}\n")
+	var got map[string]any
+	waitFor(t, "b to say the policy is drained in 2 partitions by a", 10*time.Second, func() bool {
+		got = b.get(t, "/v1/policies/p")
+		return got["partitions_in_use"] == 2.0
+	})
+	if d := fmt.Sprint(got["drainers"]); d != "[a a]" || got["partitions"] != 4.0 || got["draining"] != false {
+		t.Errorf("b standing by: drainers %s, partitions %v, draining %v; want [a a], 4 and false", d, got["partitions"], got["draining"])
+	}
+}

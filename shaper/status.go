@@ -64,6 +64,11 @@ type PolicyStatus struct {
 	// lost shaper stays among the drainers until its lease ends, a lease
 	// TTL after its last renewal.
 	DrainersUnrenewed map[string]int64 `json:"drainers_unrenewed_ms,omitempty"`
+	// PartitionsInUse is the number of partitions the other shapers drain
+	// the policy in, when their files say another than this shaper's
+	// (Partitions): this one stands by until they stop, and Drainers are
+	// theirs.
+	PartitionsInUse int `json:"partitions_in_use,omitempty"`
 	// FileDiffersOn names the other shapers whose policy file sets the
 	// policy otherwise than this shaper's (by the digests in their
 	// membership entries): the drainer paces its keys by its own file,
@@ -210,8 +215,12 @@ func (t *table) writeStatus(w http.ResponseWriter, r *http.Request, c *cluster.C
 // shapers' files set it otherwise.
 func (st *PolicyStatus) setCluster(ctx context.Context, c *cluster.Cluster) {
 	st.FileDiffersOn = c.FileDiffersOn(st.Name)
+	n := st.Partitions
+	if st.PartitionsInUse = c.LayoutInUse(st.Name); st.PartitionsInUse != 0 {
+		n = st.PartitionsInUse
+	}
 	var quiet map[string]time.Duration
-	st.Drainers, quiet = c.Drainers(ctx, st.Name, st.Partitions)
+	st.Drainers, quiet = c.Drainers(ctx, st.Name, n)
 	for who, d := range quiet {
 		if st.DrainersUnrenewed == nil {
 			st.DrainersUnrenewed = map[string]int64{}

@@ -81,6 +81,9 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	}
 	for _, p := range all {
 		if line := drainedBy(p); line != "" {
+			if p.PartitionsInUse != 0 {
+				line += fmt.Sprintf(" (in %d partitions; this shaper's file says %d: it stands by until they stop)", p.PartitionsInUse, p.Partitions)
+			}
 			fmt.Fprintf(w, "drainers of %s: %s\n", p.Name, line)
 		}
 	}

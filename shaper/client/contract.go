@@ -247,6 +247,10 @@ type Policy struct {
 	// lease, the milliseconds since it last renewed: a lost shaper stays
 	// among the drainers until its lease ends.
 	DrainersUnrenewed map[string]int64 `json:"drainers_unrenewed_ms,omitempty"`
+	// PartitionsInUse is the number of partitions the other shapers drain
+	// the policy in, when it is not the answering shaper's: that one
+	// stands by, and Drainers are theirs.
+	PartitionsInUse int `json:"partitions_in_use,omitempty"`
 	// FileDiffersOn names the other shapers whose policy file sets the
 	// policy otherwise than the answering shaper's.
 	FileDiffersOn []string `json:"file_differs_on,omitempty"`

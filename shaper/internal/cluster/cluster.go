@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,9 @@ type Cluster struct {
 	// holds, per policy, the shapers whose file sets it otherwise.
 	digests atomic.Pointer[func() map[string]string]
 	differs atomic.Pointer[map[string][]string]
+	// inUse holds, per policy, the number of partitions other shapers
+	// drain it in when it is not this shaper's (LayoutInUse).
+	inUse sync.Map
 }
 
 // Open creates or binds the buckets of leases, membership and overrides.

@@ -281,6 +281,11 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 			other, looked = c.checkLayout(ctx, name, n, running[0] != nil && held0.Load()), time.Now()
 			lastOther = other
 		}
+		if other != 0 {
+			c.inUse.Store(name, other)
+		} else {
+			c.inUse.Delete(name)
+		}
 		switch {
 		case other != 0 && !conflict:
 			c.log.Error("policy drained in another number of partitions by other shapers: this shaper stands by until they stop (give every shaper the same policy file)",
@@ -402,6 +407,19 @@ func (c *Cluster) readDrainers(ctx context.Context, name string, n int) drainers
 	}
 	c.drainers.read[name] = r
 	return r
+}
+
+// LayoutInUse returns the number of partitions other shapers drain policy
+// name in, when it is not this shaper's (which then stands by), as its
+// last look at the layout entry said; 0 when they agree.
+func (c *Cluster) LayoutInUse(name string) int {
+	if c == nil {
+		return 0
+	}
+	if v, ok := c.inUse.Load(name); ok {
+		return v.(int)
+	}
+	return 0
 }
 
 // layoutKey names the entry that says in how many partitions a policy is
