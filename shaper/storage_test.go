@@ -98,7 +98,7 @@ func TestPayloadFitsTheServer(t *testing.T) {
 
 // A cluster that lost its quorum keeps the shaper's connection up but
 // stores nothing (every job is answered 503): /readyz says so, not
-// ready, from half a lease TTL after the last stored renewal of the
+// ready, from a lease TTL after the last stored renewal of the
 // shaper's membership, and is ready again once JetStream stores again.
 // Here the server's JetStream is switched off and on.
 func TestNotReadyWhileJetStreamStoresNothing(t *testing.T) {

@@ -244,19 +244,30 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 }
 
 func (c *Cluster) noteRenewal(err error) {
+	now := c.cfg.Clock.Now()
+	_, _, was := c.Unanswered(now)
 	if err != nil {
 		c.renewErr.Store(&err)
+		if since, last, is := c.Unanswered(now); is && !was {
+			c.log.Warn("JetStream stores nothing: not ready (a cluster without a quorum of its servers?)",
+				"since", since.UTC().Format(time.RFC3339Nano), "err", last)
+		}
 		return
 	}
-	c.renewedAt.Store(c.cfg.Clock.Now().UnixNano())
+	c.renewedAt.Store(now.UnixNano())
 	c.renewErr.Store(nil)
+	if was {
+		c.log.Info("JetStream stores again: ready")
+	}
 }
 
 // Unanswered reports whether JetStream has stored none of this shaper's
-// membership renewals for over half a lease TTL, when the last one failed:
+// membership renewals for over a lease TTL, when the last one failed:
 // since its last stored renewal (or since KeepMembership started), and the
 // last failure. A cluster that lost its quorum is connected but stores
-// nothing: every job is answered 503 meanwhile.
+// nothing: every job is answered 503 meanwhile. A lease TTL outlasts the
+// election of a new leader of the bucket's stream after one node's loss
+// (2–5 s), which stores nothing for its length either.
 func (c *Cluster) Unanswered(now time.Time) (since time.Time, last error, unanswered bool) {
 	if c == nil {
 		return time.Time{}, nil, false
@@ -267,7 +278,7 @@ func (c *Cluster) Unanswered(now time.Time) (since time.Time, last error, unansw
 		return time.Time{}, nil, false
 	}
 	since = time.Unix(0, ns)
-	if now.Sub(since) <= c.cfg.LeaseTTL/2 {
+	if now.Sub(since) <= c.cfg.LeaseTTL {
 		return time.Time{}, nil, false
 	}
 	return since, *errp, true

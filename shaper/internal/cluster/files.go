@@ -61,7 +61,7 @@ func (c *Cluster) compareFiles(others [][]byte) {
 			continue // an entry of a release before digests says nothing
 		}
 		for name, d := range mine {
-			if theirs, ok := m.Policies[name]; ok && theirs != d {
+			if theirs, ok := m.Policies[name]; !ok || theirs != d { // not served there, or set otherwise
 				differs[name] = append(differs[name], m.Instance)
 			}
 		}

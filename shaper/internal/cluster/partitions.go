@@ -250,6 +250,7 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 				<-h.done // each released its lease when ctx ended
 			}
 		}
+		c.leaveLayout(context.WithoutCancel(ctx), name, n)
 	}()
 	var (
 		firsts    sync.WaitGroup
@@ -407,6 +408,24 @@ func (c *Cluster) readDrainers(ctx context.Context, name string, n int) drainers
 	}
 	c.drainers.read[name] = r
 	return r
+}
+
+// leaveLayout deletes the layout entry of policy name, drained in n
+// partitions, when this shaper is the last one alive (as the members read
+// last said): the graceful stop of the last shaper. A shaper then started
+// with another number of partitions (the documented way to change it)
+// drains at once, instead of standing by for a lease TTL with an error
+// about other shapers that are not there.
+func (c *Cluster) leaveLayout(ctx context.Context, name string, n int) {
+	if c.LayoutInUse(name) != 0 || c.shapers.Load() > 1 {
+		return // the entry is another layout's, or others keep it
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	e, err := c.leases.Get(ctx, layoutKey(name))
+	if err == nil && string(e.Value()) == strconv.Itoa(n) {
+		c.leases.Delete(ctx, layoutKey(name), jetstream.LastRevision(e.Revision()))
+	}
 }
 
 // LayoutInUse returns the number of partitions other shapers drain policy

@@ -302,3 +302,22 @@ func layoutRace(t *testing.T, first int) {
 		}
 	}
 }
+
+// The documented way to change a policy's partitions is to restart the
+// shapers with the new file: once the last shaper with the old number
+// stopped gracefully, one started with another number drains at once,
+// not after standing by for the old layout entry to expire.
+func TestNewLayoutAfterTheLastShaperStopped(t *testing.T) {
+	s := testenv.NATS(t)
+	const ttl = 1500 * time.Millisecond
+	four, stop := holdParts(t, s.ClientURL(), "four", 4, ttl)
+	waitHeld(t, "the first shaper to hold its 4 partitions", func() bool { return len(four.list()) == 4 })
+	time.Sleep(ttl / 2) // the layout entry renewed since
+	stop()
+	start := time.Now()
+	two, _ := holdParts(t, s.ClientURL(), "two", 2, ttl)
+	waitHeld(t, "the new shaper to hold its 2 partitions", func() bool { return len(two.list()) == 2 })
+	if took := time.Since(start); took > ttl/2 {
+		t.Errorf("the shaper with 2 partitions drained %v after the last with 4 stopped gracefully, want at once (the old layout entry's TTL is %v)", took, ttl)
+	}
+}

@@ -72,13 +72,20 @@ export class PolicyCard {
     this.figure('lateness', fmt.ms(late), late == null ? 'nothing delivered lately' : 'p99, slot to start');
 
     const drain = this.root.querySelector('.badge.drain');
-    if (p.partitions > 1) {
+    // A drainer that missed a renewal of its lease: lost, or cut off.
+    const quiet = p.drainers_unrenewed_ms || {};
+    const who = (name) => !name ? 'nobody' :
+      name in quiet ? `${name} (no lease renewal for ${(quiet[name] / 1000).toFixed(1)} s)` : name;
+    if (p.partitions_in_use) {
+      drain.textContent = `drained in ${p.partitions_in_use} partitions by other shapers; this shaper's file says ${p.partitions}: it stands by`;
+      drain.title = (p.drainers || []).map((name, i) => `partition ${i}: ${who(name)}`).join('\n');
+    } else if (p.partitions > 1) {
       const here = p.draining_partitions || [];
       drain.textContent = here.length ? `drains ${here.length} of ${p.partitions} partitions here` : `${p.partitions} partitions, drained by other shapers`;
-      drain.title = (p.drainers || []).map((who, i) => `partition ${i}: ${who || 'nobody'}`).join('\n');
+      drain.title = (p.drainers || []).map((name, i) => `partition ${i}: ${who(name)}`).join('\n');
     } else {
       drain.textContent = p.draining ? 'drained here' : 'drained by another shaper';
-      drain.title = p.drainers && p.drainers[0] ? `drained by ${p.drainers[0]}` : '';
+      drain.title = p.drainers && p.drainers[0] ? `drained by ${who(p.drainers[0])}` : '';
     }
     drain.classList.toggle('elsewhere', !p.draining);
     this.root.querySelector('.badge.override').hidden = !p.override;
