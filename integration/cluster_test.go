@@ -183,7 +183,8 @@ func TestClusterNodeLoss(t *testing.T) {
 // first, lost, is lost): the shaper stays connected to the last, which
 // stores nothing without a quorum. /readyz and `shaper health` say it is
 // not ready, with the reason, within a few seconds (the image's
-// HEALTHCHECK and a load balancer rely on it).
+// HEALTHCHECK and a load balancer rely on it), and `shaper status` says
+// so below its figures.
 func notReadyWithoutQuorum(t *testing.T, cluster *natsCluster, lost *natsNode, addr string) {
 	for _, n := range cluster.nodes {
 		if n != lost {
@@ -211,6 +212,11 @@ func notReadyWithoutQuorum(t *testing.T, cluster *natsCluster, lost *natsNode, a
 	out, err := exec.Command(bins.shaper, "health", "--http", addr).CombinedOutput()
 	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "not ready") {
 		t.Errorf("shaper health without a quorum: exit %d, %q; want exit 1, not ready", code, out)
+	}
+	// status answers from memory, and says why no job is accepted.
+	out, err = exec.Command(bins.shaper, "status", "--http", addr).CombinedOutput()
+	if !strings.Contains(string(out), "not ready: JetStream stores nothing") {
+		t.Errorf("shaper status without a quorum (err %v):\n%s\nwant a line not ready: JetStream stores nothing …", err, out)
 	}
 }
 

@@ -193,7 +193,7 @@ func (s *Shaper) reportShutdown() (stop func()) {
 				return
 			case <-tick.C:
 			}
-			args := []any{"deliveries", s.policies.inFlight()}
+			args := []any{"step", s.stopping.String(), "deliveries", s.policies.inFlight()}
 			if in, ok := s.ingress.NATSStats(); ok {
 				args = append(args, "nats_submissions", in.Pending+in.Blocking)
 			}

@@ -21,7 +21,7 @@ type ReloadReport struct {
 	Added     []string `json:"added"`     // policies now served
 	Removed   []string `json:"removed"`   // policies no longer served (their queued jobs stay in JetStream)
 	Changed   []string `json:"changed"`   // what changed live: "orders: outflow 20/s → 50/s, retry.attempts 5 → 3"
-	Unchanged int      `json:"unchanged"` // policies the file did not change
+	Unchanged int      `json:"unchanged"` // policies the reload left as they run (the file did not change them, or only what it cannot apply: see Warnings)
 	// Warnings are changes of the file not applied, and why: fields a live
 	// override sets (each named), a delivery target that needs a restart.
 	Warnings []string `json:"warnings"`
@@ -151,6 +151,8 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		if changes := policies.Diff(live, *line.Policy()); len(changes) > 0 {
 			rep.Changed = append(rep.Changed, p.Name+": "+joinChanges(changes))
 			s.log.Info("reload: policy changed", "policy", p.Name, "change", joinChanges(changes))
+		} else {
+			rep.Unchanged++ // what the file changed waits for a restart or an override's reset: the warnings say which
 		}
 	}
 	for _, name := range s.policies.names() {

@@ -104,6 +104,9 @@ policies:
 	if err != nil || len(rep.Changed) != 0 || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "override") {
 		t.Errorf("Reload with an override in place = %+v, %v; want the change refused with a warning", rep, err)
 	}
+	if rep.Unchanged != 2 {
+		t.Errorf("Reload with an override in place: %d policies unchanged, want both (one by the file, one kept by its override)", rep.Unchanged)
+	}
 	if st := r.Status(); st[0].Outflow.String() != "7/s" {
 		t.Errorf("outflow of new after the reload = %s, want the override's 7/s", st[0].Outflow)
 	}

@@ -62,6 +62,7 @@ type Shaper struct {
 	reloads  chan reloadRequest    // Reload's requests, served by Run
 	handler  *handler              // the HTTP API: "starting" until open
 	starting startup               // the start-up step, for /readyz
+	stopping startup               // the graceful stop's step, for its progress log
 	storage  admission.Storage     // JetStream's room, by the stores' answers to jobs: for /readyz
 
 	httpAddr   atomic.Value // string, once listening
@@ -300,10 +301,14 @@ serving:
 	})
 	dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer dcancel()
+	s.stopping.at("finishing the deliveries in flight")
 	s.policies.stop(dctx, s.log)
+	s.stopping.at("releasing the drain leases and the membership")
 	cancel() // release the drain leases
 	s.background.Wait()
+	s.stopping.at("answering for the partitions released until their next holders do")
 	s.awaitNextHolders()
+	s.stopping.at("closing the HTTP connections and the NATS submissions")
 	wg.Wait()
 	s.log.Info("shaper stopped")
 	return runErr

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -101,6 +102,12 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	}
 	for _, p := range all {
 		showAdapting(w, p)
+	}
+	// The figures come from memory: a shaper cut off from JetStream
+	// answers them still, and says here why it accepts no job.
+	var notReady *client.Error
+	if err := api.Ready(c.Context); errors.As(err, &notReady) {
+		fmt.Fprintf(w, "not ready: %s\n", notReady.Problem.Detail)
 	}
 	return nil
 }
