@@ -3,10 +3,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -209,27 +207,16 @@ func notReadyWithoutQuorum(t *testing.T, cluster *natsCluster, lost *natsNode, a
 	if !strings.HasPrefix(status, "JetStream stores nothing") {
 		t.Errorf("/readyz without a quorum: %q, want it to say JetStream stores nothing", status)
 	}
-	out, err := exec.Command(bins.shaper, "health", "--http", addr).CombinedOutput()
-	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "not ready") {
-		t.Errorf("shaper health without a quorum: exit %d, %q; want exit 1, not ready", code, out)
+	health := startProc(t, "shaper health", bins.shaper, "health", "--http", addr)
+	if code, _ := health.wait(15 * time.Second); code != 1 || !strings.Contains(health.out.String(), "not ready") {
+		t.Errorf("shaper health without a quorum: exit %d, %q; want exit 1, not ready", code, health.out.String())
 	}
 	// status answers from memory, and says why no job is accepted.
-	out, err = exec.Command(bins.shaper, "status", "--http", addr).CombinedOutput()
-	if !strings.Contains(string(out), "not ready: JetStream stores nothing") {
-		t.Errorf("shaper status without a quorum (err %v):\n%s\nwant a line not ready: JetStream stores nothing …", err, out)
+	st := startProc(t, "shaper status", bins.shaper, "status", "--http", addr)
+	st.wait(15 * time.Second)
+	if out := st.out.String(); !strings.Contains(out, "not ready: JetStream stores nothing") {
+		t.Errorf("shaper status without a quorum:\n%s\nwant a line not ready: JetStream stores nothing …", out)
 	}
-}
-
-// exitCode is the exit code of a command that ended with err.
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
 }
 
 type timedAnswer struct {

@@ -58,7 +58,7 @@ func (s *Shaper) Handler() http.Handler {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_s": int(time.Since(s.started).Seconds())})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		storageFull := s.storageFull()
+		storageFull, unanswered := s.storageFull(), s.unanswered()
 		switch {
 		case !s.serving.Load():
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not serving"})
@@ -66,8 +66,8 @@ func (s *Shaper) Handler() http.Handler {
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "nats " + s.nc.Status().String()})
 		case storageFull != "":
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": storageFull})
-		case s.unanswered() != "":
-			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": s.unanswered()})
+		case unanswered != "":
+			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": unanswered})
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"hash/fnv"
 	"maps"
 	"slices"
@@ -13,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A policy drained in n > 1 partitions has one lease per partition,
@@ -347,145 +344,4 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// drainersFresh is how long Drainers answers from its last read.
-const drainersFresh = time.Second
-
-// drainersCache is Drainers' last read, per policy.
-type drainersCache struct {
-	mu   sync.Mutex
-	read map[string]drainersRead
-}
-
-type drainersRead struct {
-	at      time.Time
-	holders []string
-	renewed []time.Time // when each holder last wrote its entry, by the server's clock
-}
-
-// Drainers returns, for each of the n partitions of policy name, the
-// instance id of the shaper holding its lease ("" when none does), as
-// read from the leases bucket at most a second ago; and the holders that
-// missed a renewal (a holder renews every LeaseTTL/3), each with how long
-// ago its entry was last written: a holder lost (kill -9, a machine gone)
-// is listed until its lease ends, a lease TTL after its last renewal, and
-// this says it stopped renewing meanwhile.
-func (c *Cluster) Drainers(ctx context.Context, name string, n int) (holders []string, unrenewed map[string]time.Duration) {
-	r := c.readDrainers(ctx, name, n)
-	now := time.Now()
-	for i, who := range r.holders {
-		if who == "" || r.renewed[i].IsZero() {
-			continue
-		}
-		if age := now.Sub(r.renewed[i]); age > c.cfg.LeaseTTL/3+c.cfg.LeaseTTL/12 {
-			if unrenewed == nil {
-				unrenewed = map[string]time.Duration{}
-			}
-			unrenewed[who] = max(unrenewed[who], age)
-		}
-	}
-	return r.holders, unrenewed
-}
-
-func (c *Cluster) readDrainers(ctx context.Context, name string, n int) drainersRead {
-	c.drainers.mu.Lock()
-	defer c.drainers.mu.Unlock()
-	if r, ok := c.drainers.read[name]; ok && len(r.holders) == n && time.Since(r.at) < drainersFresh {
-		return r
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	r := drainersRead{at: time.Now(), holders: make([]string, n), renewed: make([]time.Time, n)}
-	for i := range n {
-		if e, err := c.leases.Get(ctx, PartitionLease(name, i, n)); err == nil {
-			r.holders[i] = parseHolder(e.Value()).Instance
-			r.renewed[i] = e.Created()
-		}
-	}
-	if c.drainers.read == nil {
-		c.drainers.read = map[string]drainersRead{}
-	}
-	c.drainers.read[name] = r
-	return r
-}
-
-// leaveLayout deletes the layout entry of policy name, drained in n
-// partitions, when this shaper is the last one alive (as the members read
-// last said): the graceful stop of the last shaper. A shaper then started
-// with another number of partitions (the documented way to change it)
-// drains at once, instead of standing by for a lease TTL with an error
-// about other shapers that are not there.
-func (c *Cluster) leaveLayout(ctx context.Context, name string, n int) {
-	if c.LayoutInUse(name) != 0 || c.shapers.Load() > 1 {
-		return // the entry is another layout's, or others keep it
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	e, err := c.leases.Get(ctx, layoutKey(name))
-	if err == nil && string(e.Value()) == strconv.Itoa(n) {
-		c.leases.Delete(ctx, layoutKey(name), jetstream.LastRevision(e.Revision()))
-	}
-}
-
-// LayoutInUse returns the number of partitions other shapers drain policy
-// name in, when it is not this shaper's (which then stands by), as its
-// last look at the layout entry said; 0 when they agree.
-func (c *Cluster) LayoutInUse(name string) int {
-	if c == nil {
-		return 0
-	}
-	if v, ok := c.inUse.Load(name); ok {
-		return v.(int)
-	}
-	return 0
-}
-
-// layoutKey names the entry that says in how many partitions a policy is
-// drained: kept by the holder of its partition 0, it expires with the
-// leases bucket's TTL once no shaper drains the policy that way.
-func layoutKey(policy string) string { return "layout." + policy }
-
-// checkLayout returns the number of partitions other shapers drain policy
-// name in, when it is not n, and 0 when this shaper may drain it in n:
-// the layout entry, which shapers draining a policy keep, says n or
-// nothing, and, for n > 1, no other shaper holds the policy's one lease
-// (shapers of a release before partitions, draining it whole, write no
-// layout entry). It creates the entry when there is none (and, when
-// another shaper created it first, reads theirs), and renews it when keep
-// (this shaper holds partition 0). A failed read says 0: the leases
-// themselves still keep a partition with one shaper.
-func (c *Cluster) checkLayout(ctx context.Context, name string, n int, keep bool) int {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
-	defer cancel()
-	value := []byte(strconv.Itoa(n))
-	e, err := c.leases.Get(ctx, layoutKey(name))
-	switch {
-	case err == nil:
-		if other, _ := strconv.Atoi(string(e.Value())); other != n && other > 0 {
-			return other
-		}
-		if keep {
-			c.leases.Put(ctx, layoutKey(name), value)
-		}
-		return 0
-	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		return 0
-	}
-	if n > 1 {
-		if e, err := c.leases.Get(ctx, name); err == nil && parseHolder(e.Value()).Instance != c.cfg.Instance {
-			return 1 // a shaper (maybe of an earlier release) drains the policy whole
-		}
-	}
-	if _, err := c.leases.Create(ctx, layoutKey(name), value); errors.Is(err, jetstream.ErrKeyExists) {
-		// Another shaper stored its layout since the read: read it now,
-		// before taking a partition, since another number of partitions
-		// splits the keys otherwise.
-		if e, err := c.leases.Get(ctx, layoutKey(name)); err == nil {
-			if other, _ := strconv.Atoi(string(e.Value())); other != n && other > 0 {
-				return other
-			}
-		}
-	}
-	return 0
 }
