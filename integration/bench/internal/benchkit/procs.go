@@ -79,7 +79,7 @@ func (g *Group) start(name string, talk bool, bin string, args ...string) (*Proc
 			logf.Close()
 			return nil, err
 		}
-		p.lines = make(chan string, 64)
+		p.lines = make(chan string, 256)
 	} else {
 		cmd.Stdout = logf
 	}
@@ -91,16 +91,26 @@ func (g *Group) start(name string, talk bool, bin string, args ...string) (*Proc
 	g.mu.Lock()
 	g.procs = append(g.procs, p)
 	g.mu.Unlock()
+	// Wait closes stdout once the process exits, so it waits for the last
+	// line read first: a role's "written N" just before it exits was lost.
+	read := make(chan struct{})
 	if talk {
 		go func() {
+			defer close(read)
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
-				p.lines <- sc.Text()
+				select {
+				case p.lines <- sc.Text():
+				default: // nobody reads them: dropped, so that the process is still waited for
+				}
 			}
 			close(p.lines)
 		}()
+	} else {
+		close(read)
 	}
 	go func() {
+		<-read
 		cmd.Wait()
 		logf.Close()
 		close(p.done)
