@@ -93,6 +93,8 @@ type Queue struct {
 	policy string
 	prefix string // "<root>.<policy>."
 	layout Layout
+	// removeSubject is the JetStream API subject Remove asks.
+	removeSubject string
 	cfg    Config
 	size   atomic.Int64 // jobs a key may hold
 	limit  atomic.Int64 // the stream's MaxMsgsPerSubject (>= size)
@@ -126,6 +128,7 @@ func Open(ctx context.Context, js jetstream.JetStream, policy string, size int, 
 	}
 	q := &Queue{js: js, policy: policy, cfg: cfg, prefix: cfg.SubjectRoot + "." + policy + ".", caughtUp: make(chan struct{})}
 	q.layout = NewLayout(cfg.StreamPrefix+policy, q.prefix, cfg.MaxPayload)
+	q.removeSubject = deleteSubject(js, cfg.StreamPrefix+policy)
 	sc := jetstream.StreamConfig{
 		Name:                 cfg.StreamPrefix + policy,
 		Description:          "shaper queue of policy " + policy,

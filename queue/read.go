@@ -167,18 +167,6 @@ func clip(s string) string {
 	return s
 }
 
-// Remove deletes the job stored at seq, freeing its key's slot. Removing a
-// job that is already gone is not an error.
-func (q *Queue) Remove(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
-	defer cancel()
-	err := q.stream.DeleteMsg(ctx, seq)
-	if err != nil && (strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "no message found")) {
-		return nil
-	}
-	return classify("queue: remove", err)
-}
-
 // Depths returns the number of jobs stored per key, read from the stream
 // (exact, but one JetStream request over every subject: not for a hot path).
 func (q *Queue) Depths(ctx context.Context) (map[string]uint64, error) {
