@@ -95,9 +95,9 @@ type Queue struct {
 	layout Layout
 	// removeSubject is the JetStream API subject Remove asks.
 	removeSubject string
-	cfg    Config
-	size   atomic.Int64 // jobs a key may hold
-	limit  atomic.Int64 // the stream's MaxMsgsPerSubject (>= size)
+	cfg           Config
+	size          atomic.Int64 // jobs a key may hold
+	limit         atomic.Int64 // the stream's MaxMsgsPerSubject (>= size)
 	// epoch is the stream's creation time in base 36, the first part of the
 	// ids Admit makes. It is read again with every look at the stream's
 	// state (LastSeq: when Watch restarts, which a deleted stream forces,
