@@ -84,6 +84,7 @@ policies:
 	if n := h.total(); n != 0 {
 		t.Fatalf("%d deliveries while the webhook refused", n)
 	}
+	refusedUntouched(t, r)
 	down.Store(false)
 	resp, err = http.Post(r.base+"/v1/dead/replay?policy=d", "", nil)
 	if err != nil {
@@ -140,5 +141,35 @@ func TestDeadFilterRefused(t *testing.T) {
 		if resp.StatusCode != c.code {
 			t.Errorf("%s %s = %d, want %d", c.method, path[:min(len(path), 60)], resp.StatusCode, c.code)
 		}
+	}
+}
+
+// refusedUntouched: a purge or replay whose filters come in a JSON body,
+// or under a mistyped name, is refused and touches nothing; read as no
+// filter, either would act on every policy's dead letters.
+func refusedUntouched(t *testing.T, r *running) {
+	t.Helper()
+	for _, c := range []struct{ method, path, body, want string }{
+		{"DELETE", "/v1/dead", `{"policy":"other"}`, "this route takes no body: its filters are query parameters"},
+		{"POST", "/v1/dead/replay", `{"policy":"other"}`, "nothing was replayed"},
+		{"DELETE", "/v1/dead?polcy=other", "", `unknown parameter "polcy": this route takes policy, key, reason, limit (did you mean "policy"?)`},
+		{"POST", "/v1/dead/replay?policy=d&after=x", "", `unknown parameter "after"`},
+		{"GET", "/v1/dead?keys=k", "", `unknown parameter "keys"`},
+		{"GET", "/v1/deferred?polcy=d", "", `unknown parameter "polcy": this route takes policy, key, limit, after`},
+	} {
+		req, _ := http.NewRequest(c.method, r.base+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct{ Detail string }
+		json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(p.Detail, c.want) {
+			t.Errorf("%s %s with %q = %d %q, want 400 saying %q", c.method, c.path, c.body, resp.StatusCode, p.Detail, c.want)
+		}
+	}
+	if st := r.Status()[0]; st.Dead != 6 {
+		t.Errorf("status dead after refused purges and replays = %d, want 6 still", st.Dead)
 	}
 }

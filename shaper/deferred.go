@@ -48,6 +48,9 @@ const recordReads = 8
 // policy and of sequence in the deferred stream, read from the cursor on,
 // headers only: a page costs what it holds, however many jobs wait.
 func (s *Shaper) handleDeferred(w http.ResponseWriter, r *http.Request) {
+	if !httpapi.Query(w, r, "policy", "key", "limit", "after") {
+		return
+	}
 	q := r.URL.Query()
 	policy, key := q.Get("policy"), q.Get("key")
 	names := s.policies.names()

@@ -253,6 +253,12 @@ func (s *Shaper) Run(ctx context.Context) error {
 	if err := s.lanes.subscribe(s.nc, s.policies.names()); err != nil {
 		return abort(fmt.Errorf("shaper: direct lane: %w", err))
 	}
+	// Ready means answering: a request sent the moment after (a submission,
+	// shaper record) found no responders while the server had yet to read
+	// the subscriptions.
+	if err := s.nc.FlushTimeout(s.cfg.Timeout); err != nil {
+		return abort(fmt.Errorf("shaper: nats subscriptions: %w", err))
+	}
 	s.background.Go(func() { s.recorder.Run(runCtx) })
 	s.serving.Store(true)
 	s.background.Go(func() { s.readyToDrain(runCtx) })

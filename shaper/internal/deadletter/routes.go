@@ -147,6 +147,9 @@ type List struct {
 // worth with a reason filter, which only reading a letter can tell), so a
 // page costs the same however many letters are kept.
 func (s *Store) handleList(w http.ResponseWriter, r *http.Request) {
+	if !httpapi.Query(w, r, "policy", "key", "reason", "limit", "after") {
+		return
+	}
 	f, ok := s.filterOf(w, r)
 	if !ok {
 		return
@@ -230,6 +233,9 @@ func (s *Store) handleShow(w http.ResponseWriter, r *http.Request) {
 // it is stored before the answer, so that every shaper answers the old id
 // alike from then on.
 func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
+	if !httpapi.NoBody(w, r, "nothing was replayed") {
+		return
+	}
 	s.apply(w, r, func(ctx context.Context, d Letter) (string, bool) {
 		id, kept := s.cfg.Replay(ctx, d.Policy, d.Key, d.data)
 		if kept {
@@ -250,6 +256,9 @@ func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
 
 // handlePurge serves DELETE /v1/dead?policy=&key=&reason=.
 func (s *Store) handlePurge(w http.ResponseWriter, r *http.Request) {
+	if !httpapi.NoBody(w, r, "nothing was purged") {
+		return
+	}
 	s.apply(w, r, func(context.Context, Letter) (string, bool) { return "", true })
 }
 
@@ -302,6 +311,9 @@ func (s *Store) apply(w http.ResponseWriter, r *http.Request, fn func(context.Co
 // key, reason; at most limit, by default every one), or answers the
 // request itself with what is wrong and returns false.
 func (s *Store) matching(w http.ResponseWriter, r *http.Request) ([]Letter, bool) {
+	if !httpapi.Query(w, r, "policy", "key", "reason", "limit") {
+		return nil, false
+	}
 	f, ok := s.filterOf(w, r)
 	if !ok {
 		return nil, false

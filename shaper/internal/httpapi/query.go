@@ -1,0 +1,40 @@
+package httpapi
+
+import (
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/shaper-dev/shaper/internal/suggest"
+)
+
+// Query answers 400 and reports false when r's query has a parameter that
+// is not one of names: a mistyped filter (?polcy=orders) must not be read
+// as no filter, which on a route that replays or purges means every
+// policy's.
+func Query(w http.ResponseWriter, r *http.Request, names ...string) bool {
+	for p := range r.URL.Query() {
+		if !slices.Contains(names, p) {
+			Error(w, http.StatusBadRequest, "unknown parameter "+Quote(p)+": this route takes "+strings.Join(names, ", ")+suggest.Hint(p, names))
+			return false
+		}
+	}
+	return true
+}
+
+// NoBody answers 400 and reports false when r has a body: a route that
+// reads its filters from the query must not take a JSON body's filters as
+// read and act on everything. done says what did not happen ("nothing was
+// purged").
+func NoBody(w http.ResponseWriter, r *http.Request, done string) bool {
+	if r.ContentLength == 0 || r.Body == nil {
+		return true
+	}
+	var b [1]byte
+	if n, _ := io.ReadFull(r.Body, b[:]); n == 0 {
+		return true
+	}
+	Error(w, http.StatusBadRequest, "this route takes no body: its filters are query parameters ("+r.URL.Path+"?policy=…&key=…&reason=…); "+done)
+	return false
+}
