@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ func sendCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "http", Value: "http://127.0.0.1:8080", Usage: "the shaper's `URL` (or HOST:PORT, as shaper's commands take it)", EnvVars: envVar("http")},
 			&cli.StringFlag{Name: "nats-url", Usage: "submit by NATS request via this server `URL` instead of HTTP", EnvVars: envVar("nats-url")},
+			&cli.StringFlag{Name: "token", Usage: "bearer `TOKEN` of a shaper started with --submit-token (HTTP; over NATS, the server's credentials go in --nats-url: nats://TOKEN@HOST:PORT)", EnvVars: envVar("token")},
 			&cli.StringFlag{Name: "policy", Required: true, Usage: "policy `NAME` to submit to", EnvVars: envVar("policy")},
 			&cli.IntFlag{Name: "keys", Value: 1, Usage: "number of keys `N`, named <key-prefix>0 … <key-prefix>N-1", EnvVars: envVar("keys")},
 			&cli.StringFlag{Name: "key-prefix", Value: "k", Usage: "`PREFIX` of the generated key names", EnvVars: envVar("key-prefix")},
@@ -65,6 +67,7 @@ func sendCommand() *cli.Command {
 // sendConfig is what one send run does.
 type sendConfig struct {
 	httpURL     string // used when natsURL is empty
+	token       string // --token: the HTTP bearer token
 	natsURL     string
 	policy      string
 	keys        []string
@@ -86,6 +89,7 @@ func sendConfigFrom(c *cli.Context) (sendConfig, error) {
 	cfg := sendConfig{
 		httpURL:     strings.TrimRight(c.String("http"), "/"),
 		natsURL:     c.String("nats-url"),
+		token:       c.String("token"),
 		policy:      c.String("policy"),
 		keys:        c.StringSlice("key"),
 		jobs:        c.Int("jobs"),
@@ -111,7 +115,13 @@ func sendConfigFrom(c *cli.Context) (sendConfig, error) {
 	}
 	switch {
 	case cfg.natsURL != "" && c.IsSet("http"):
-		return cfg, errors.New("send: use --http or --nats-url, not both")
+		msg := "send: use --http or --nats-url, not both"
+		if os.Getenv("PRODUCER_NATS_URL") == cfg.natsURL {
+			msg += " (--nats-url comes from PRODUCER_NATS_URL, which producer sink reads too: unset it for send, or give send --nats-url '')"
+		}
+		return cfg, errors.New(msg)
+	case cfg.natsURL != "" && cfg.token != "":
+		return cfg, errors.New("send: --token is the bearer token of HTTP submissions; over NATS the server's credentials go in --nats-url (nats://TOKEN@HOST:PORT or nats://USER:PASSWORD@HOST:PORT)")
 	case cfg.policy == "":
 		return cfg, errors.New("send: --policy is empty")
 	case cfg.duration < 0:
@@ -292,6 +302,7 @@ func runSend(ctx context.Context, cfg sendConfig, stdout, stderr io.Writer) erro
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			},
 			UserAgent: "shaper-producer",
+			Token:     cfg.token,
 		})
 		if err != nil {
 			return fmt.Errorf("send: --http: %w", err)

@@ -232,6 +232,39 @@ func TestSendRefusesBadFlags(t *testing.T) {
 	}
 }
 
+// --token is sent as the bearer token a shaper started with
+// --submit-token wants; over NATS it is refused, and a --nats-url that comes
+// from PRODUCER_NATS_URL beside --http is named as the environment's.
+func TestSendToken(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	out, err := runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p", "--jobs", "3", "--token", "s3cret", "--json")
+	if s := decodeSendSummary(t, out); err != nil || s.Outcomes["queued"] != 3 {
+		t.Errorf("send --token: %v, outcomes %v, want 3 queued", err, s.Outcomes)
+	}
+	t.Setenv("PRODUCER_TOKEN", "s3cret")
+	out, err = runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p", "--jobs", "2", "--json")
+	if s := decodeSendSummary(t, out); err != nil || s.Outcomes["queued"] != 2 {
+		t.Errorf("send with PRODUCER_TOKEN: %v, outcomes %v, want 2 queued", err, s.Outcomes)
+	}
+	_, err = runCLI(t, t.Context(), "send", "--nats-url", "nats://127.0.0.1:1", "--policy", "p", "--jobs", "1")
+	if err == nil || !strings.Contains(err.Error(), "over NATS the server's credentials go in --nats-url (nats://TOKEN@HOST:PORT") {
+		t.Errorf("send --nats-url with a token = %v, want the token refused, naming where NATS credentials go", err)
+	}
+	t.Setenv("PRODUCER_TOKEN", "")
+	t.Setenv("PRODUCER_NATS_URL", "nats://127.0.0.1:1")
+	_, err = runCLI(t, t.Context(), "send", "--http", srv.URL, "--policy", "p", "--jobs", "1")
+	if err == nil || !strings.Contains(err.Error(), "--nats-url comes from PRODUCER_NATS_URL") {
+		t.Errorf("send --http with PRODUCER_NATS_URL set = %v, want the variable named", err)
+	}
+}
+
 func TestSendNATS(t *testing.T) {
 	s := testenv.NATS(t)
 	nc := testenv.Connect(t, s)
