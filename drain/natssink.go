@@ -116,6 +116,11 @@ func (s *NATSSink) Deliver(ctx context.Context, d *Delivery) error {
 		if st := reply.Header.Get("Status"); st != "" && !strings.HasPrefix(st, "2") {
 			return fmt.Errorf("%w: %s: server status %s %s", ErrDelivery, subject, st, reply.Header.Get("Description"))
 		}
+		// An error reply of a NATS micro service (Request.Error) is a
+		// consumer saying it did not take the job: a failed attempt.
+		if code := reply.Header.Get(HeaderServiceErrorCode); code != "" {
+			return fmt.Errorf("%w: %s: the consumer answered error %s: %s", ErrDelivery, subject, code, reply.Header.Get(HeaderServiceError))
+		}
 	}
 	if s.absent.Load() != 0 {
 		s.absent.Store(0)
@@ -138,6 +143,13 @@ func (s *NATSSink) absentConsumer(subject string) error {
 	}
 	return &RetryAfterError{After: wait, Cause: WaitingForConsumer + " (no responders on " + subject + ")", NotAttempted: true}
 }
+
+// The headers of a NATS micro service's error reply (micro.Request.Error),
+// the one answer to a delivery that does not mean taken.
+const (
+	HeaderServiceError     = "Nats-Service-Error"
+	HeaderServiceErrorCode = "Nats-Service-Error-Code"
+)
 
 // WaitingForConsumer is why a job of a policy whose deliveries find no
 // consumer stays queued.
