@@ -86,6 +86,12 @@ policies:
 			t.Errorf("NATS submit with Shaper-Key %.40q = %s, want a 4xx", h, m.Data)
 		}
 	}
+	// A dotted key sent as subject tokens is refused with the subject its
+	// key has.
+	m, err := r.nc.Request("shaper.submit.p.a.b", []byte("x"), 5*time.Second)
+	if want := `key \"a.b\" is shaper.submit.p.~YS5i`; err != nil || !strings.Contains(string(m.Data), want) {
+		t.Errorf("NATS submit to shaper.submit.p.a.b = %v, %v; want a 400 saying %s", m, err, want)
+	}
 	// Still healthy: ready, admits, delivers.
 	after := collect(t, r.nc, "shaper.out.p.after")
 	if code, body := do("GET", "/readyz", "", nil); code != http.StatusOK {

@@ -57,13 +57,16 @@ func TestOutflowUnderFloor(t *testing.T) {
 // same words: one rendering, whichever command a user runs.
 func TestPoliciesCheckAdapt(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "p.yaml")
-	os.WriteFile(file, []byte(hintPolicies+"  - {name: plain, outflow: 1/s, queue: 1, adapt: on, concurrency: {key: 2}}\n"), 0o644)
+	os.WriteFile(file, []byte(hintPolicies+"  - {name: plain, outflow: 1/s, queue: 1, adapt: on, concurrency: {key: 2}}\n"+
+		"  - {name: streamed, outflow: 1/s, queue: 1, deliver: {stream: OUT}}\n  - {name: fire, outflow: 1/s, queue: 1, deliver: {mode: publish}}\n"), 0o644)
 	out, _, err := runCLI(t, "policies", "check", file)
 	for _, want := range []string{
 		"orders: outflow 20/s per key, queue 100, overflow reject, deliver shaper.out.orders.<key>\n",
 		"tenants: outflow 50/s per key, queue 1000, overflow reject, adapt per key (floor 5/s, latency target 1.5 × learned baseline), deliver shaper.out.tenants.<key>\n",
 		"reports: outflow 10/s per key, queue 100, overflow reject, total 50/s, adapt per policy (floor 5/s, latency target 300ms), deliver shaper.out.reports.<key>\n",
 		"plain: outflow 1/s per key, queue 1, overflow reject, adapt per key (default floor 0.1/s, latency target 1.5 × learned baseline), 2 awaiting receipt per key, deliver shaper.out.plain.<key>\n",
+		"streamed: outflow 1/s per key, queue 1, overflow reject, deliver shaper.out.streamed.<key> into stream OUT\n",
+		"fire: outflow 1/s per key, queue 1, overflow reject, deliver shaper.out.fire.<key> (publish, at most once)\n",
 	} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("policies check = %q, %v; want the line %q", out, err, want)

@@ -314,5 +314,12 @@ func checkLine(p policies.Policy) string {
 	if p.Deliver.Webhook != "" {
 		return line + ", webhook " + p.Deliver.Webhook
 	}
-	return line + ", deliver " + p.DeliverSubject() + ".<key>"
+	line += ", deliver " + p.DeliverSubject() + ".<key>"
+	switch {
+	case p.Deliver.Stream != "":
+		line += " into stream " + p.Deliver.Stream
+	case p.Deliver.Mode == policies.DeliverPublish:
+		line += " (publish, at most once)"
+	}
+	return line
 }

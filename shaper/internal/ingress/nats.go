@@ -247,7 +247,16 @@ func (n *natsIngress) submission(m *nats.Msg) (submission, answer, bool) {
 	rest := strings.TrimPrefix(m.Subject, n.root)
 	policy, token, ok := strings.Cut(rest, ".")
 	if !ok || token == "" || strings.Contains(token, ".") {
-		return submission{}, failed(400, "bad subject "+httpapi.Quote(m.Subject)+": want "+n.root+"<policy>.<key>"), false
+		detail := "bad subject " + httpapi.Quote(m.Subject) + ": want " + n.root + "<policy>.<key>"
+		if strings.Contains(token, ".") {
+			// A key with a dot (or any byte outside [A-Za-z0-9_-]) goes as
+			// one token: say which.
+			if enc, err := queue.EncodeKey(token); err == nil {
+				detail += ", a key of other bytes than [A-Za-z0-9_-] as one token: key " + httpapi.Quote(token) + " is " + n.root + policy + "." + enc +
+					" (queue.EncodeKey in Go; the client package does it)"
+			}
+		}
+		return submission{}, failed(400, detail), false
 	}
 	key := m.Header.Get(queue.HeaderKey)
 	if key == "" {
