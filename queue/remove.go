@@ -41,8 +41,9 @@ func deleteSubject(js jetstream.JetStream, stream string) string {
 // It is the drainer's one JetStream request per delivery, so it writes the
 // request and reads the answer itself: the jetstream package's DeleteMsg
 // formats the subject, marshals a struct and unmarshals the answer each
-// time (14 of the 117 allocations a removal made, server and client together), and wraps JetStream's
-// error in a string, which hid a 503 from ErrUnavailable.
+// time (14 of the 117 allocations a removal made, server and client
+// together), and wraps JetStream's error in a string, which hid a 503
+// from ErrUnavailable.
 func (q *Queue) Remove(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
 	defer cancel()

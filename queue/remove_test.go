@@ -57,8 +57,9 @@ func TestRemoveAsksTheJetStreamOfItsQueue(t *testing.T) {
 }
 
 // TestRemoveWhatIsGone: a job of a stream deleted under the queue is gone
-// as asked: no error (one removed before: TestAdmitFullAtSize). A JetStream that does not
-// answer is ErrUnavailable, within the queue's timeout.
+// as asked: no error (one removed before: TestAdmitFullAtSize). A
+// JetStream that does not answer is ErrUnavailable, within the queue's
+// timeout.
 func TestRemoveWhatIsGone(t *testing.T) {
 	ctx := context.Background()
 	q, js := open(t, 5)
