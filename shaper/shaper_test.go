@@ -255,6 +255,29 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 }
 
+// A resubmission under the Idempotency-Key of a job delivered since is
+// answered with its id and what its key holds now: nothing.
+func TestIdempotencyKeyAfterDelivery(t *testing.T) {
+	r := start(t, burstPolicy)
+	got := collect(t, r.nc, "shaper.out.burst.done")
+	a1 := r.post(t, "burst", "done", []byte("x"), "Idempotency-Key", "order-1")
+	got(1, 10*time.Second)
+	waitFor(t, "the job delivered", 10*time.Second, func() bool {
+		resp, err := http.Get(r.base + "/v1/jobs/" + a1.body["id"].(string))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var rec map[string]any
+		json.NewDecoder(resp.Body).Decode(&rec)
+		return rec["status"] == "delivered"
+	})
+	a2 := r.post(t, "burst", "done", []byte("x"), "Idempotency-Key", "order-1")
+	if a2.code != 202 || a2.body["id"] != a1.body["id"] || a2.body["duplicate"] != true || a2.body["queued"] != 0.0 || a2.body["eta_ms"] != 0.0 {
+		t.Errorf("resubmission after delivery = %d %v, want 202, the same id, a duplicate, queued 0 and eta_ms 0", a2.code, a2.body)
+	}
+}
+
 func TestJetStreamUnavailable(t *testing.T) {
 	ns := testenv.NATS(t)
 	r := start(t, burstPolicy, func(c *shaper.Config) {

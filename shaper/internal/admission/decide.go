@@ -324,7 +324,11 @@ func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now
 		wait = awaitSeen
 	}
 	st, eta, waiting := g.storedConsumer(token, rec.Seq, now, wait)
-	queued := max(st.Queued, 1)
+	queued := st.Queued
+	if !rec.Duplicate {
+		// The job itself, which a drainer may have started already.
+		queued = max(queued, 1)
+	}
 	interval := p.Outflow.Interval()
 	return Decision{
 		Outcome:   Accepted,
