@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 )
 
 // NATSSink hands each job to the consumers of the subject
@@ -118,8 +119,8 @@ func (s *NATSSink) Deliver(ctx context.Context, d *Delivery) error {
 		}
 		// An error reply of a NATS micro service (Request.Error) is a
 		// consumer saying it did not take the job: a failed attempt.
-		if code := reply.Header.Get(HeaderServiceErrorCode); code != "" {
-			return fmt.Errorf("%w: %s: the consumer answered error %s: %s", ErrDelivery, subject, code, reply.Header.Get(HeaderServiceError))
+		if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
+			return fmt.Errorf("%w: %s: the consumer answered error %s: %s", ErrDelivery, subject, code, reply.Header.Get(micro.ErrorHeader))
 		}
 	}
 	if s.absent.Load() != 0 {
@@ -143,13 +144,6 @@ func (s *NATSSink) absentConsumer(subject string) error {
 	}
 	return &RetryAfterError{After: wait, Cause: WaitingForConsumer + " (no responders on " + subject + ")", NotAttempted: true}
 }
-
-// The headers of a NATS micro service's error reply (micro.Request.Error),
-// the one answer to a delivery that does not mean taken.
-const (
-	HeaderServiceError     = "Nats-Service-Error"
-	HeaderServiceErrorCode = "Nats-Service-Error-Code"
-)
 
 // WaitingForConsumer is why a job of a policy whose deliveries find no
 // consumer stays queued.

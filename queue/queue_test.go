@@ -169,13 +169,20 @@ func TestAdmitUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Shutdown()
-	start := time.Now()
-	_, err = q.Admit(ctx, queue.Job{ID: "x", Key: "k"})
-	if !errors.Is(err, queue.ErrUnavailable) {
-		t.Errorf("Admit with JetStream down = %v, want ErrUnavailable", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Admit with JetStream down took %v, want it bounded by the timeout", d)
+	for _, op := range []struct {
+		name string
+		call func() error
+	}{
+		{"Admit", func() error { _, err := q.Admit(ctx, queue.Job{ID: "x", Key: "k"}); return err }},
+		{"Remove", func() error { return q.Remove(ctx, 1) }},
+	} {
+		start := time.Now()
+		if err := op.call(); !errors.Is(err, queue.ErrUnavailable) {
+			t.Errorf("%s with JetStream down = %v, want ErrUnavailable", op.name, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s with JetStream down took %v, want it bounded by the timeout", op.name, d)
+		}
 	}
 }
 

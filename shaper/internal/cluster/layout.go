@@ -66,7 +66,7 @@ func (c *Cluster) checkLayout(ctx context.Context, name string, n int, keep bool
 	e, err := c.leases.Get(ctx, layoutKey(name))
 	switch {
 	case err == nil:
-		if other, _ := strconv.Atoi(string(e.Value())); other != n && other > 0 {
+		if other := otherLayout(e, n); other != 0 {
 			return other
 		}
 		if keep {
@@ -86,10 +86,17 @@ func (c *Cluster) checkLayout(ctx context.Context, name string, n int, keep bool
 		// before taking a partition, since another number of partitions
 		// splits the keys otherwise.
 		if e, err := c.leases.Get(ctx, layoutKey(name)); err == nil {
-			if other, _ := strconv.Atoi(string(e.Value())); other != n && other > 0 {
-				return other
-			}
+			return otherLayout(e, n)
 		}
+	}
+	return 0
+}
+
+// otherLayout returns the number of partitions layout entry e says when it
+// is not n, and 0 when it says n (or nothing readable).
+func otherLayout(e jetstream.KeyValueEntry, n int) int {
+	if other, _ := strconv.Atoi(string(e.Value())); other != n && other > 0 {
+		return other
 	}
 	return 0
 }

@@ -147,10 +147,7 @@ type List struct {
 // worth with a reason filter, which only reading a letter can tell), so a
 // page costs the same however many letters are kept.
 func (s *Store) handleList(w http.ResponseWriter, r *http.Request) {
-	if !httpapi.Query(w, r, "policy", "key", "reason", "limit", "after") {
-		return
-	}
-	f, ok := s.filterOf(w, r)
+	f, ok := s.filterOf(w, r, "limit", "after")
 	if !ok {
 		return
 	}
@@ -233,10 +230,7 @@ func (s *Store) handleShow(w http.ResponseWriter, r *http.Request) {
 // it is stored before the answer, so that every shaper answers the old id
 // alike from then on.
 func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
-	if !httpapi.NoBody(w, r, "nothing was replayed") {
-		return
-	}
-	s.apply(w, r, func(ctx context.Context, d Letter) (string, bool) {
+	s.apply(w, r, "replayed", func(ctx context.Context, d Letter) (string, bool) {
 		id, kept := s.cfg.Replay(ctx, d.Policy, d.Key, d.data)
 		if kept {
 			rec := jobs.Record{ID: d.ID, Policy: d.Policy, Key: d.Key, Status: jobs.Replayed, Reason: d.Reason, ReplayedAs: id,
@@ -256,10 +250,7 @@ func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
 
 // handlePurge serves DELETE /v1/dead?policy=&key=&reason=.
 func (s *Store) handlePurge(w http.ResponseWriter, r *http.Request) {
-	if !httpapi.NoBody(w, r, "nothing was purged") {
-		return
-	}
-	s.apply(w, r, func(context.Context, Letter) (string, bool) { return "", true })
+	s.apply(w, r, "purged", func(context.Context, Letter) (string, bool) { return "", true })
 }
 
 // Result is what replay and purge say of each dead letter they matched.
@@ -272,8 +263,13 @@ type Result struct {
 }
 
 // apply runs fn over the matching dead letters and deletes each one fn
-// says is done with.
-func (s *Store) apply(w http.ResponseWriter, r *http.Request, fn func(context.Context, Letter) (string, bool)) {
+// says is done with; what says what it does to them ("purged"), for the
+// answer to a request with a body, which it refuses: read as no filter,
+// its filters would make it act on every policy's dead letters.
+func (s *Store) apply(w http.ResponseWriter, r *http.Request, what string, fn func(context.Context, Letter) (string, bool)) {
+	if !httpapi.NoBody(w, r, "nothing was "+what) {
+		return
+	}
 	matched, ok := s.matching(w, r)
 	if !ok {
 		return
@@ -311,10 +307,7 @@ func (s *Store) apply(w http.ResponseWriter, r *http.Request, fn func(context.Co
 // key, reason; at most limit, by default every one), or answers the
 // request itself with what is wrong and returns false.
 func (s *Store) matching(w http.ResponseWriter, r *http.Request) ([]Letter, bool) {
-	if !httpapi.Query(w, r, "policy", "key", "reason", "limit") {
-		return nil, false
-	}
-	f, ok := s.filterOf(w, r)
+	f, ok := s.filterOf(w, r, "limit")
 	if !ok {
 		return nil, false
 	}
@@ -340,8 +333,13 @@ func (s *Store) matching(w http.ResponseWriter, r *http.Request) ([]Letter, bool
 }
 
 // filterOf returns the request's filter (policy, key, reason), or answers
-// the request itself with what is wrong and returns false.
-func (s *Store) filterOf(w http.ResponseWriter, r *http.Request) (filter, bool) {
+// the request itself with what is wrong and returns false: a parameter
+// other than those and params (a mistyped filter must not be read as no
+// filter), an unknown policy or reason, a bad key.
+func (s *Store) filterOf(w http.ResponseWriter, r *http.Request, params ...string) (filter, bool) {
+	if !httpapi.Query(w, r, append([]string{"policy", "key", "reason"}, params...)...) {
+		return filter{}, false
+	}
 	q := r.URL.Query()
 	f := filter{policy: q.Get("policy"), key: q.Get("key"), reason: q.Get("reason")}
 	bad := func(code int, msg string) (filter, bool) {
