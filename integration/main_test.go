@@ -57,7 +57,9 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	reportFailures(os.Stdout)
+	return code
 }
 
 // goBuild builds pkg into out with the go command that runs the tests.
@@ -85,10 +87,12 @@ func goTool() string {
 	return "go"
 }
 
-// needBinaries skips t in -short mode, where TestMain builds nothing.
+// needBinaries skips t in -short mode, where TestMain builds nothing, and
+// otherwise has t named at the end of the run if it fails (noteFailure).
 func needBinaries(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration tests start real processes; skipped in -short mode")
 	}
+	noteFailure(t)
 }

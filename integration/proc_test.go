@@ -14,7 +14,7 @@ import (
 )
 
 // proc is a process started by a test. It is killed when the test ends, and
-// its output (stdout and stderr) goes to the test log when the test fails.
+// its output (stdout and stderr) is kept when the test fails (logOutput).
 // Its methods are safe for concurrent use.
 type proc struct {
 	name string
@@ -47,7 +47,7 @@ func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("--- output of %s (pid %d, %s):\n%s", name, p.pid(), p.state(), p.out.String())
+			logOutput(t, name, fmt.Sprintf("pid %d, %s", p.pid(), p.state()), p.out.String())
 		}
 	})
 	return p
