@@ -152,7 +152,16 @@ func (d *Drainer) stored(token string, seq uint64, now time.Time) (KeyStatus, ti
 
 // start returns when k's n-th fresh job would start. d.mu must be held.
 func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
-	n = max(n, 1)
+	at, _ := d.attempt(k, max(n, 1), nil, now)
+	return at
+}
+
+// attempt walks k's slots as start says: when its n-th fresh job would
+// start (mine nil), or when its failed job mine would be retried, n being
+// how many fresh jobs the key has waiting, which take the slots the
+// retries leave (once none is left, a retry goes at its due). ok is false
+// when mine waits for no retry of k. d.mu must be held.
+func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) (at time.Time, ok bool) {
 	retry := d.pace.Retry
 	// The failed jobs waiting for a retry, and the key's first attempt:
 	// at its next slot; but when its failed head blocks it, once the
@@ -160,25 +169,22 @@ func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
 	// to pause), or once the first retry is due (no room aside: then the
 	// head steps aside), in an attempt of its own.
 	rounds := d.roundsOf(k, now)
-	at := maxTime(maxTime(k.next.time(), d.freeAt(k, now)), d.nextAfterFlight(k))
-	var dues []time.Time // earliest first
-	for i := headJob; i < len(k.aside); i++ {
-		if t := k.job(i); t.waitsRetry() {
-			dues = append(dues, t.due)
-		}
+	at = maxTime(maxTime(k.next.time(), d.freeAt(k, now)), d.nextAfterFlight(k))
+	dues := k.dueRetries()
+	if mine != nil && !slices.Contains(dues, mine) {
+		return time.Time{}, false
 	}
-	slices.SortFunc(dues, time.Time.Compare)
-	switch head := k.head; {
+	var first *tried // the failed job that takes the key's first attempt
+	switch head := &k.head; {
 	case !head.waitsRetry():
 	case !retry.stepsAside() || head.paused:
-		at = maxTime(at, head.due)
-		i := slices.IndexFunc(dues, head.due.Equal)
-		dues = slices.Delete(dues, i, i+1)
-		n++
+		first = head
 	case len(k.aside) >= maxAside:
-		at = maxTime(at, dues[0])
-		dues = dues[1:]
-		n++
+		first = dues[0]
+	}
+	if first != nil {
+		at = maxTime(at, first.due)
+		dues = slices.DeleteFunc(dues, func(t *tried) bool { return t == first })
 	}
 	if !k.reserved {
 		at = rounds.enter(at, now, d.totalNext)
@@ -189,20 +195,37 @@ func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
 		if j > 1 {
 			at = at.Add(rounds.gap(j))
 		}
-		if len(dues) > 0 && !dues[0].After(at) && (credit >= 1 || retry.Budget >= 1) {
+		noFresh := mine != nil && n <= 0 && first == nil
+		if noFresh {
+			at = maxTime(at, dues[0].due) // with no fresh job left, the next retry goes when due
+		}
+		if len(dues) > 0 && !dues[0].due.After(at) && (credit >= 1 || retry.Budget >= 1 || noFresh) {
 			// A due retry takes the slot while the key has credit.
+			if dues[0] == mine {
+				return at, true
+			}
 			dues = dues[1:]
 			credit = max(credit-1, 0)
 			continue
 		}
-		if n--; n == 0 {
-			return at
+		switch {
+		case first != nil: // the slot of the key's first attempt
+			if first == mine {
+				return at, true
+			}
+			first = nil
+		case mine == nil:
+			if n--; n == 0 {
+				return at, true
+			}
+		default:
+			n--
 		}
 		if retry.stepsAside() && retry.Budget < 1 {
 			credit = min(credit+earn, ceiling)
 		}
-		if len(dues) == 0 {
-			return rounds.later(j, n, at)
+		if len(dues) == 0 && mine == nil {
+			return rounds.later(j, n, at), true
 		}
 	}
 }

@@ -81,6 +81,23 @@ func (k *keyState) earliest(waiting func(*tried) bool) (i int, due time.Time, ok
 	return i, due, ok
 }
 
+// dueRetries returns the key's failed jobs waiting for a retry, in the
+// order their retries go: earliest due first, the head first on a tie (as
+// earliest picks them); nil, without allocating, when it has none.
+func (k *keyState) dueRetries() []*tried {
+	if !k.failing() {
+		return nil
+	}
+	var dues []*tried
+	for i := headJob; i < len(k.aside); i++ {
+		if t := k.job(i); t.waitsRetry() {
+			dues = append(dues, t)
+		}
+	}
+	slices.SortStableFunc(dues, func(a, b *tried) int { return a.due.Compare(b.due) })
+	return dues
+}
+
 // choose decides what the key attempts at now, if anything is due: job i
 // (headJob, or an index in aside) in the slot scheduled. The fresh head
 // takes the key's slot unless a retry is due in it and the key has a

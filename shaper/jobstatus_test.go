@@ -9,8 +9,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
 	"github.com/shaper-dev/shaper/queue"
 )
+
+// jobStatus asks the shaper at base for job id's status: the HTTP code
+// and the decoded body.
+func jobStatus(t *testing.T, base, id string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(base + "/v1/jobs/" + url.PathEscape(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
 
 // A job admitted straight into its queue has no record: GET /v1/jobs/{id}
 // finds it in its queue by the id, and after delivery by its absence from
@@ -24,17 +41,7 @@ policies:
     overflow: reject
 `)
 	wait := collect(t, r.nc, "shaper.out.slow.>")
-	get := func(id string) (int, map[string]any) {
-		t.Helper()
-		resp, err := http.Get(r.base + "/v1/jobs/" + url.PathEscape(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
-	}
+	get := func(id string) (int, map[string]any) { return jobStatus(t, r.base, id) }
 	var ids []string
 	for i := range 4 {
 		a := r.post(t, "slow", "k", []byte(fmt.Sprint(i)))
@@ -96,17 +103,72 @@ policies:
 	}
 	var body map[string]any
 	waitFor(t, "the deferred job past its next try to say why", 10*time.Second, func() bool {
-		resp, err := http.Get(r.base + "/v1/jobs/" + url.PathEscape(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body = nil
-		json.NewDecoder(resp.Body).Decode(&body)
+		_, body = jobStatus(t, r.base, id)
 		next, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(body["next_try"]))
 		return body["status"] == "deferred" && time.Now().After(next) && body["reason"] != nil
 	})
 	if reason := fmt.Sprint(body["reason"]); !strings.Contains(reason, "waiting for a consumer since") {
 		t.Errorf("deferred job past next_try: reason %q, want it waiting for a consumer (%v)", reason, body)
+	}
+}
+
+// A failed job's next_try is when the drain's schedule then retries it,
+// read when asked: with a retry budget, a second retry waits behind the
+// key's fresh jobs for the key's credit, long past the end of its backoff
+// that the failure planned.
+func TestFailedJobNextTryFromTheSchedule(t *testing.T) {
+	r := start(t, `
+policies:
+  - name: f
+    outflow: 10/s
+    queue: 50
+    retry: {attempts: 5, backoff: 100ms, max_backoff: 100ms, budget: 20%}
+`)
+	retried := make(chan time.Time, 1) // when the third attempt of job "0" came
+	sub, err := r.nc.Subscribe("shaper.out.f.>", func(m *nats.Msg) {
+		if string(m.Data) != "0" { // the first two attempts of job "0" fail
+			m.Respond(nil)
+			return
+		}
+		if m.Header.Get(queue.HeaderAttempt) == "3" {
+			retried <- time.Now()
+			m.Respond(nil)
+			return
+		}
+		reply := nats.NewMsg(m.Reply)
+		reply.Header.Set(micro.ErrorCodeHeader, "503")
+		reply.Header.Set(micro.ErrorHeader, "not now")
+		m.RespondMsg(reply)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	var ids []string
+	for i := range 30 {
+		a := r.post(t, "f", "k", []byte(fmt.Sprint(i)))
+		if a.code != http.StatusAccepted {
+			t.Fatalf("POST #%d = %d %v", i, a.code, a.body)
+		}
+		ids = append(ids, a.body["id"].(string))
+	}
+	// Once its second attempt failed, ask for its next try.
+	var next time.Time
+	waitFor(t, "the failed job's second failure", 10*time.Second, func() bool {
+		_, body := jobStatus(t, r.base, ids[0])
+		next, _ = time.Parse(time.RFC3339Nano, fmt.Sprint(body["next_try"]))
+		return body["status"] == "queued" && body["delivery_attempts"] == 2.0
+	})
+	asked := time.Now()
+	select {
+	case at := <-retried:
+		// The hand-over to the consumer, on a busy machine.
+		if off := at.Sub(next); off < -20*time.Millisecond || off > 150*time.Millisecond {
+			t.Errorf("next_try %v (asked at %v), but the retry came at %v: %v off",
+				next.Format("05.000"), asked.Format("05.000"), at.Format("05.000"), off)
+		}
+		t.Logf("next_try %v after the ask, the retry %v after it", next.Sub(asked).Round(time.Millisecond), at.Sub(next).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no third attempt of the failed job within 10 s")
 	}
 }

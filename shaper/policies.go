@@ -176,6 +176,22 @@ func (t *table) waiting(policy, key string) string {
 	return ""
 }
 
+// nextTry returns when the failed job at seq of key of policy is tried
+// again (jobs.NextTry), by the schedule of the shaper that delivers the
+// key (answers.View.NextTry).
+func (t *table) nextTry(policy, key string, seq uint64) (time.Time, bool) {
+	t.mu.RLock()
+	line := t.lines[policy]
+	t.mu.RUnlock()
+	token, err := queue.EncodeKey(key)
+	if line == nil || err != nil {
+		return time.Time{}, false
+	}
+	now := time.Now()
+	in, ok := line.answers.NextTry(token, seq, now)
+	return now.Add(in), ok
+}
+
 // errDeliver refuses a live change of where jobs are delivered.
 var errDeliver = errors.New("deliver cannot change while running: edit the policy file and restart")
 

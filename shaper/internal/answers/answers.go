@@ -98,17 +98,19 @@ func Subject(policy string, n int) string { return "_shaper.answers." + policy +
 
 // question is what a View asks the holder of a partition.
 type question struct {
-	Op    string        `json:"op"` // "key", "start" or "stored"
+	Op    string        `json:"op"` // "key", "start", "stored" or "retry"
 	Token string        `json:"token"`
 	N     int64         `json:"n,omitempty"`    // start: the n-th fresh job
-	Seq   uint64        `json:"seq,omitempty"`  // stored: the job's sequence
+	Seq   uint64        `json:"seq,omitempty"`  // stored, retry: the job's sequence
 	Wait  time.Duration `json:"wait,omitempty"` // stored: how long to wait for the watch to report it
 }
 
 // reply is the holder's answer.
 type reply struct {
 	Status drain.KeyStatus `json:"status"`
-	In     time.Duration   `json:"in"` // start, stored: from the holder's now
+	In     time.Duration   `json:"in"` // start, stored, retry: from the holder's now
+	// Held, for retry: the holder holds the job waiting for a retry.
+	Held bool `json:"held,omitempty"`
 	// Waiting, for key and stored: since when the holder's deliveries of the policy
 	// have found no consumer (Config.Waiting); absent when the last was
 	// taken, and from a shaper that does not say.
@@ -219,6 +221,8 @@ func (v *View) answer(d *drain.Drainer, m *nats.Msg) {
 	case "stored":
 		r.Status, r.In = d.Stored(q.Token, q.Seq, now, q.Wait)
 		r.Waiting = v.waiting()
+	case "retry":
+		r.In, r.Held = d.NextTry(q.Token, q.Seq, now)
 	default:
 		return
 	}
@@ -344,6 +348,16 @@ func (v *View) StoredConsumer(token string, seq uint64, now time.Time, wait time
 	}
 	st, in := v.g.Stored(token, seq, now, wait)
 	return st, in, v.localWaiting(token)
+}
+
+// NextTry returns when the failed job at seq of the key with token token
+// is tried again (drain.Drainer.NextTry), from its partition's drainer;
+// false when that drainer holds no such job waiting for a retry.
+func (v *View) NextTry(token string, seq uint64, now time.Time) (time.Duration, bool) {
+	if r, ok := v.ask(question{Op: "retry", Token: token, Seq: seq}); ok {
+		return r.In, r.Held
+	}
+	return v.g.NextTry(token, seq, now)
 }
 
 // Leaving reports whether this shaper still answers for a partition it

@@ -100,6 +100,45 @@ func TestViewAsksTheHolder(t *testing.T) {
 	}
 }
 
+// failFirst is a sink that fails every attempt of the key's first job.
+type failFirst struct{}
+
+func (failFirst) Deliver(_ context.Context, d *drain.Delivery) error {
+	if d.Msg.ID == "j0" {
+		return fmt.Errorf("%w: refused", drain.ErrDelivery)
+	}
+	return nil
+}
+
+// A failed job's next try is the holder's answer too: the other shaper's
+// passive drainer holds no failed job.
+func TestNextTryFromTheHolder(t *testing.T) {
+	conns, holder, other, tok, last := holderRigSink(t, failFirst{})
+	first := last - 2 // j0
+	served := answers.New(conns[0], "p", holder, answers.Config{})
+	asking := answers.New(conns[1], "p", other, answers.Config{})
+	if err := served.Serve(drain.PartitionOf(tok, 2), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := conns[0].Flush(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	want, held := holder.NextTry(tok, first, now)
+	if !held || want < 59*time.Minute {
+		t.Fatalf("holder's NextTry of the failed job = %v, %v, want about an hour: the rig is wrong", want, held)
+	}
+	if _, held := other.NextTry(tok, first, now); held {
+		t.Fatal("the passive drainer holds the failed job: the rig is wrong")
+	}
+	if got, held := asking.NextTry(tok, first, now); !held || got < want-time.Second || got > want+time.Second {
+		t.Errorf("asking NextTry = %v, %v, want the holder's %v", got, held, want)
+	}
+	if _, held := asking.NextTry(tok, last, now); held {
+		t.Error("asking NextTry of a fresh job: held, want not (it waits for no retry)")
+	}
+}
+
 // Whether a key's deliveries find a consumer is the answer of the shaper
 // that delivers it, from its sink: the holder says it in the same reply
 // as the key's status, another shaper passes it on, and with no holder
@@ -165,13 +204,19 @@ func TestKeyConsumerFromTheHolder(t *testing.T) {
 // the sequence of its last job.
 func holderRig(t *testing.T) (conns []*nats.Conn, holder, other *drain.Group, tok string, seq uint64) {
 	t.Helper()
+	return holderRigSink(t, discard{})
+}
+
+// holderRigSink is holderRig with the holder delivering to sink.
+func holderRigSink(t *testing.T, sink drain.Sink) (conns []*nats.Conn, holder, other *drain.Group, tok string, seq uint64) {
+	t.Helper()
 	conns = startNATS(t, 3)
 	q, err := drain.NewMemQueue("p", 10, drain.MemQueueConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pace := drain.Pace{Interval: time.Hour} // the key's next job is an hour after its first
-	holder = drain.NewGroup(q, 2, discard{}, pace, drain.Config{})
+	holder = drain.NewGroup(q, 2, sink, pace, drain.Config{})
 	other = drain.NewGroup(q, 2, discard{}, pace, drain.Config{Passive: true})
 	t.Cleanup(holder.Stop)
 	t.Cleanup(other.Stop)

@@ -19,6 +19,11 @@ type Finder func(id string) (policy string, q *queue.Queue, seq uint64, ok bool)
 // ("": they do not), as the reason of their status.
 type Waiting func(policy, key string) string
 
+// NextTry returns when the drain tries the failed job at seq of key of
+// policy again, by the schedule of the shaper that delivers the key; false
+// when it holds no such job waiting (it is being attempted now).
+type NextTry func(policy, key string, seq uint64) (time.Time, bool)
+
 // stillFull is the reason of a deferred job past its next try while its
 // key's jobs wait for no consumer.
 const stillFull = "the key's queue was still full at next_try: it is re-admitted as soon as the key has room"
@@ -33,11 +38,21 @@ func PastNextTry(rec *Record, now time.Time, waiting Waiting) string {
 	return cmp.Or(waiting(rec.Policy, rec.Key), stillFull)
 }
 
-// Handler serves GET /v1/jobs/{id}.
-func (s *Store) Handler(find Finder, waiting Waiting) http.HandlerFunc {
+// Handler serves GET /v1/jobs/{id}. A failed job's next_try is read from
+// the drain's schedule when asked (nextTry), since the time planned at
+// its failure moves with the key's slots and the retries due before it;
+// while it is being attempted, its record's stays.
+func (s *Store) Handler(find Finder, waiting Waiting, nextTry NextTry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		rec, err := s.Status(r.Context(), id, find)
+		if err == nil && rec.Status == Queued && !rec.NextTry.IsZero() {
+			if _, _, seq, ok := find(id); ok {
+				if at, ok := nextTry(rec.Policy, rec.Key, seq); ok {
+					rec.NextTry = at
+				}
+			}
+		}
 		if err == nil && rec.Reason == "" {
 			switch rec.Status {
 			case Queued:
