@@ -80,4 +80,14 @@
 //
 // Client, NATS and Direct are safe for concurrent use. This package does not
 // import package shaper, so the server can use its types.
+//
+// # From another module
+//
+// The module is github.com/shaper-dev/shaper. Where no module proxy serves
+// it (it is not published yet), require it from a clone of the repository:
+//
+//	go mod edit -require=github.com/shaper-dev/shaper@v0.0.0 -replace=github.com/shaper-dev/shaper=../shaper
+//	go mod tidy
+//
+// where ../shaper is the clone's path, relative to your go.mod.
 package client
