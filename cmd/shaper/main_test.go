@@ -155,7 +155,7 @@ func TestPoliciesSet(t *testing.T) {
 		t.Errorf("policies set = %q, %v", out, err)
 	}
 	out, _, err = runCLI(t, "status", "--http", addr)
-	if err != nil || !strings.Contains(out, "9/s*") || !strings.Contains(out, "* tuned live, until reset (shaper policies reset NAME): p outflow, queue\n") {
+	if err != nil || !strings.Contains(out, "  p*      9/s") || !strings.Contains(out, "* tuned live, until reset (shaper policies reset NAME): p outflow, queue\n") {
 		t.Errorf("status after a live change = %q, %v, want the override marked", out, err)
 	}
 	if _, _, err := runCLI(t, "policies", "set", "--http", addr, "--outflow", "fast", "p"); err == nil || !strings.Contains(err.Error(), "fast") {

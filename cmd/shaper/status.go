@@ -66,12 +66,12 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	fmt.Fprintln(tw, "POLICY\tOUTFLOW\tQUEUE\tKEYS\tQUEUED\tADMITTED\tREJECTED\tLIMITED\tDEFERRED\tDEF-QUEUED\tDELIVERED\tFAILED\tDEAD\t")
 	var overridden []string
 	for _, p := range all {
-		outflow := p.Outflow.String()
+		name := p.Name // marked, not its outflow: the override may change any field
 		if p.Override {
-			outflow += "*"
+			name += "*"
 			overridden = append(overridden, p.Name+" "+strings.Join(p.Overridden, ", "))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, outflow, p.Queue, p.Keys, p.Queued,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", name, p.Outflow, p.Queue, p.Keys, p.Queued,
 			p.Admitted, p.Rejected, p.Limited, p.Deferred, p.DeferredQueued, p.Delivered, p.Failed, p.Dead)
 	}
 	if err := tw.Flush(); err != nil {
