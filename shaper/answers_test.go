@@ -2,6 +2,7 @@ package shaper_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -98,5 +99,44 @@ policies:
 	json.Unmarshal(reply.Data, &a)
 	if a["code"] != 404.0 || !strings.Contains(a["error"].(string), known) || a["deferred"] != nil {
 		t.Errorf("NATS submission to an unknown policy = %s, want 404 naming the known policies, without deferred", reply.Data)
+	}
+}
+
+// A key's queue made smaller than the jobs it holds, live: a 429's
+// Retry-After is when enough of them left for the key to have room, by the
+// drain's schedule — not the key's next slot, after which it is still
+// full. A submission just before it is refused; one just after, taken.
+func TestRetryAfterOfAShrunkQueue(t *testing.T) {
+	r := start(t, `
+policies:
+  - name: s
+    outflow: 5/s
+    queue: 30
+    overflow: reject
+`)
+	collect(t, r.nc, "shaper.out.s.>")
+	for i := range 20 {
+		if a := r.post(t, "s", "k", []byte(fmt.Sprint(i))); a.code != http.StatusAccepted {
+			t.Fatalf("POST #%d = %d %v", i, a.code, a.body)
+		}
+	}
+	if code, _, body := r.answer(t, "PUT", "/v1/policies/s", `{"queue": 5}`); code != http.StatusOK {
+		t.Fatalf("PUT queue 5 = %d %v", code, body)
+	}
+	a := r.post(t, "s", "k", []byte("late"))
+	asked := time.Now()
+	ra, _ := a.body["retry_after_ms"].(float64)
+	// About 16 of the 20 jobs must leave first: some 3 s at 5/s.
+	if a.code != http.StatusTooManyRequests || ra < 2000 {
+		t.Fatalf("POST to the shrunk key = %d, retry_after_ms %v, want 429 with the time until 16 jobs left (about 3 s): %v", a.code, ra, a.body)
+	}
+	room := asked.Add(time.Duration(ra) * time.Millisecond)
+	time.Sleep(time.Until(room.Add(-150 * time.Millisecond)))
+	if early := r.post(t, "s", "k", []byte("early")); early.code != http.StatusTooManyRequests {
+		t.Errorf("POST 150 ms before the Retry-After = %d, want 429: the key had room earlier than said", early.code)
+	}
+	time.Sleep(time.Until(room.Add(60 * time.Millisecond)))
+	if on := r.post(t, "s", "k", []byte("on time")); on.code != http.StatusAccepted {
+		t.Errorf("POST 60 ms after the Retry-After (%v ms) = %d %v, want 202", ra, on.code, on.body)
 	}
 }

@@ -76,7 +76,7 @@ func (g *Gate) refused(p *policies.Policy, token string, asked time.Time) {
 	if !g.drained.Active() {
 		return
 	}
-	if room := g.freeIn(p, g.drained.Key(token, asked), asked); room > 0 {
+	if room := g.freeIn(p, token, g.drained.Key(token, asked), asked); room > 0 {
 		g.full.Store(token, asked.Add(room))
 	}
 }
@@ -98,27 +98,37 @@ func (g *Gate) refused(p *policies.Policy, token string, asked time.Time) {
 // counted as staying: when the others leave room, that room is the one
 // being freed, now; when they fill the key (a job took the freed slot
 // already), the room comes after the key's next attempt.
-func (g *Gate) freeIn(p *policies.Policy, st drain.KeyStatus, asked time.Time) time.Duration {
+func (g *Gate) freeIn(p *policies.Policy, token string, st drain.KeyStatus, asked time.Time) time.Duration {
 	if g.roomy(p, st) && (st.FreedAt.IsZero() || !st.FreedAt.Before(asked)) {
 		return 0
 	}
-	return g.room(p, st)
+	return g.room(p, token, st, asked)
 }
 
-// room is how long until a slot of a key of p frees, in the drainer's
-// view st: at once when a slot it is freeing now makes room, else RoomIn
-// (the room after those).
-func (g *Gate) room(p *policies.Policy, st drain.KeyStatus) time.Duration {
+// room is how long from now until the key with token token of p has room,
+// in the drainer's view st: at once when a slot it is freeing now makes
+// room, else RoomIn (the room after those). A key holding more jobs than
+// its queue takes (the queue made smaller than it while live) has room
+// only once the jobs beyond it left too: RoomIn, and the schedule's
+// spacing from the key's first attempt to the one that makes room.
+func (g *Gate) room(p *policies.Policy, token string, st drain.KeyStatus, now time.Time) time.Duration {
 	if st.Freeing > 0 && g.roomy(p, st) {
 		return 0
+	}
+	if over := st.Queued - st.Freeing - g.limit(p); over > 0 {
+		return st.RoomIn + max(g.drained.StartIn(token, over+1, now)-g.drained.StartIn(token, 1, now), 0)
 	}
 	return st.RoomIn
 }
 
+// limit is the most jobs a key of p holds: p's queue, or the store's
+// limit when smaller.
+func (g *Gate) limit(p *policies.Policy) int64 { return int64(min(p.Queue, g.queue.Limit())) }
+
 // roomy reports whether the key has room in the drainer's view st once
 // the slots it is freeing now are free (jobs stored but for those).
 func (g *Gate) roomy(p *policies.Policy, st drain.KeyStatus) bool {
-	return st.Queued-st.Freeing < int64(min(p.Queue, g.queue.Limit()))
+	return st.Queued-st.Freeing < g.limit(p)
 }
 
 // Step says what a Reservation needs next.
@@ -362,7 +372,7 @@ func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time
 	st, noConsumer := g.keyConsumer(token, now)
 	interval := p.Outflow.Interval()
 	queued := max(st.Queued, int64(p.Queue))
-	room := g.freeIn(p, st, now)
+	room := g.freeIn(p, token, st, now)
 	return Decision{
 		Outcome:    Full,
 		Queued:     queued,

@@ -139,7 +139,7 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	// The job goes back into its queue when a slot frees, behind the jobs
 	// waiting there and the deferred jobs ahead of it: it starts as the
 	// key's fresh job that many places on would.
-	eta := max(g.drained.StartIn(token, freshJobs(main)+ahead, now), g.room(p, main))
+	eta := max(g.drained.StartIn(token, freshJobs(main)+ahead, now), g.room(p, token, main, now))
 	if g.cfg.OnDefer != nil {
 		g.cfg.OnDefer(job.ID, job.Key, now.Add(eta))
 	}
@@ -189,7 +189,7 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 	case errors.Is(err, queue.ErrFull):
 		g.refused(p, m.Token, asked)
 		now = g.now()
-		return &drain.RetryAfterError{After: max(g.freeIn(p, g.drained.Key(m.Token, now), asked), time.Millisecond), Cause: "key's queue is full"}
+		return &drain.RetryAfterError{After: max(g.freeIn(p, m.Token, g.drained.Key(m.Token, now), asked), time.Millisecond), Cause: "key's queue is full"}
 	default:
 		return err
 	}
@@ -197,5 +197,5 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 
 // roomIn is how long until a slot of key token frees, at least 1 ms.
 func (g *Gate) roomIn(p *policies.Policy, token string, now time.Time) time.Duration {
-	return max(g.room(p, g.drained.Key(token, now)), time.Millisecond)
+	return max(g.room(p, token, g.drained.Key(token, now), now), time.Millisecond)
 }
