@@ -49,6 +49,10 @@ import (
 const (
 	leaseBucket  = "SHAPER_LEASES"
 	policyBucket = "SHAPER_POLICIES"
+	// handoverBucket keeps what the last holder of a partition left its
+	// next (PutHandover) for as long as a key's pace may need it: a
+	// policy's interval can be far longer than the lease TTL.
+	handoverBucket = "SHAPER_HANDOVER"
 	// DefaultLeaseTTL is how long a policy's drain stays with a shaper that
 	// stopped renewing its lease (the failover time).
 	DefaultLeaseTTL = 6 * time.Second
@@ -74,6 +78,7 @@ type Cluster struct {
 	cfg       Config
 	log       *slog.Logger
 	leases    jetstream.KeyValue
+	handovers jetstream.KeyValue // without a TTL: see handoverBucket
 	overrides jetstream.KeyValue
 	shapers   atomic.Int64
 	members   membersState
@@ -124,6 +129,15 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, er
 	})
 	if err != nil {
 		return nil, fmt.Errorf("leases: %w", err)
+	}
+	c.handovers, err = bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      handoverBucket,
+		Description: "each partition's keys' last attempts, left by its last holder for the next",
+		History:     1,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hand-overs: %w", err)
 	}
 	c.overrides, err = bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      policyBucket,

@@ -6,12 +6,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/shaper-dev/shaper/drain"
 )
 
 // handoverKey names the entry in which the last holder of a lease leaves
-// its keys' last attempts for the next one (PutHandover). It expires with
-// the leases bucket's TTL.
+// its keys' last attempts for the next one (PutHandover), in the
+// hand-overs bucket, which keeps it until the next hand-over of the lease
+// overwrites it: a key's next slot can be an hour or a day after its last
+// attempt, past any lease TTL. An earlier release kept it in the leases
+// bucket, where it expired with the lease TTL (so a lone shaper stopped
+// for longer than that started every key afresh); it is written there
+// too, for such a release's next holder during a rolling upgrade.
+//
+// An old entry read by a holder that comes after a crash is harmless: the
+// attempts it names are older than the crashed holder's, so they hold no
+// key back.
 func handoverKey(lease string) string { return "handover." + lease }
 
 // Handover is what the last holder of a partition leaves its next holder:
@@ -50,18 +61,28 @@ func (c *Cluster) PutHandover(ctx context.Context, lease string, h Handover) {
 	b, _ := json.Marshal(ms)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
 	defer cancel()
-	if _, err := c.leases.Put(ctx, handoverKey(lease), b); err != nil {
+	if _, err := c.handovers.Put(ctx, handoverKey(lease), b); err != nil {
 		c.log.Warn("partition hand-over: keys' last attempts not left for the next holder", "lease", lease, "err", err)
+	}
+	if _, err := c.leases.Put(ctx, handoverKey(lease), b); err != nil {
+		c.log.Debug("partition hand-over: not left for an earlier release", "lease", lease, "err", err)
 	}
 }
 
 // TakeHandover returns what the previous holder of a lease left
-// (PutHandover): nothing when it left none or it expired.
+// (PutHandover): nothing when it left none. Of the entries in the
+// hand-overs bucket and in the leases bucket (an earlier release's, in a
+// rolling upgrade), the one written last.
 func (c *Cluster) TakeHandover(ctx context.Context, lease string) Handover {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/6)
 	defer cancel()
-	e, err := c.leases.Get(ctx, handoverKey(lease))
-	if err != nil {
+	var e jetstream.KeyValueEntry
+	for _, kv := range []jetstream.KeyValue{c.handovers, c.leases} {
+		if x, err := kv.Get(ctx, handoverKey(lease)); err == nil && (e == nil || x.Created().After(e.Created())) {
+			e = x
+		}
+	}
+	if e == nil {
 		return Handover{}
 	}
 	var ms map[string]int64
