@@ -146,9 +146,12 @@ func WantDuration(got string) string {
 }
 
 // Per returns the unit of a rate ("s", "m", "h" or "d") that a unit spelt
-// out means ("sec", "seconds", "Min", "hour", …), and false for any other.
+// out or in another case means ("sec", "seconds", "Min", "S", "hour", …),
+// and false for any other.
 func Per(got string) (string, bool) {
 	switch strings.ToLower(strings.TrimSpace(got)) {
+	case "s", "m", "h", "d": // "S": case does not count, as for every hint
+		return strings.ToLower(strings.TrimSpace(got)), true
 	case "sec", "secs", "second", "seconds":
 		return "s", true
 	case "min", "mins", "minute", "minutes":
