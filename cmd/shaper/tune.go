@@ -191,9 +191,14 @@ func targetsFrom(c *cli.Context) (t replay.Targets, downstream policies.Rate, er
 	}
 	if c.IsSet("max-reject") {
 		s := strings.TrimSpace(c.String("max-reject"))
-		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+		num, percent := strings.CutSuffix(s, "%")
+		v, err := strconv.ParseFloat(num, 64)
 		if err != nil || !(v >= 0 && v <= 100) {
 			return t, downstream, fmt.Errorf("--max-reject %q: want a percentage from 0 to 100, such as 1%%", s)
+		}
+		if !percent && v != 0 {
+			// A bare share reads either way: retry.budget takes 0.2 as 20 %.
+			return t, downstream, fmt.Errorf("--max-reject %q: write the percent sign (%s%% or %g%%): a bare number could mean either", s, s, v*100)
 		}
 		v /= 100
 		t.MaxReject = &v

@@ -206,6 +206,7 @@ func TestTuneRefusesBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"--trace", trace, "--max-reject", "200%"}, "--max-reject"},
+		{[]string{"--trace", trace, "--max-reject", "0.01"}, `--max-reject "0.01": write the percent sign (0.01% or 1%)`},
 		{[]string{"--trace", trace, "--max-wait", "-1s"}, "--max-wait"},
 		{[]string{"--trace", trace, "--outflow", "fast"}, "--outflow"},
 		{[]string{"--trace", trace, "--queue", "0"}, "--queue"},
