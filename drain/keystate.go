@@ -322,10 +322,8 @@ func (k *keyState) nextEvent(readAt time.Time) (time.Time, bool) {
 // status returns the key's KeyStatus at now, with the times from d's
 // schedule. d.mu must be held.
 func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
-	st := KeyStatus{Queued: k.depth, Waiting: k.waiting(), Seen: max(k.notified, d.seen), Retrying: k.retrying(), FreedAt: k.freedAt.time()}
-	if k.delivering() && st.Waiting > 0 {
-		st.Waiting-- // it has its slot: the key's fresh jobs come after it
-	}
+	// A job in delivery has its slot: the key's fresh jobs come after it.
+	st := KeyStatus{Queued: k.depth, Waiting: k.waitingTurn(), Seen: max(k.notified, d.seen), Retrying: k.retrying(), FreedAt: k.freedAt.time()}
 	room := d.firstAttempt(k, now).Add(d.hold) // the next attempt, assumed to succeed
 	switch {
 	case len(k.pend) > 0 && k.pendingAt.time().After(now):

@@ -1,6 +1,9 @@
 package drain
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // NextTry returns how long from now until the failed job at seq of key
 // token is tried again, by the schedule the scheduler acts on (start's
@@ -13,21 +16,16 @@ func (d *Drainer) NextTry(token string, seq uint64, now time.Time) (in time.Dura
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := d.keys[token]
-	if k == nil || !k.failing() {
+	if k == nil {
 		return 0, false
 	}
-	var mine *tried
-	for i := headJob; i < len(k.aside) && mine == nil; i++ {
-		if t := k.job(i); t.waitsRetry() && t.msg.Seq == seq {
-			mine = t
-		}
-	}
-	if mine == nil {
+	dues := k.dueRetries()
+	i := slices.IndexFunc(dues, func(t *tried) bool { return t.msg.Seq == seq })
+	if i < 0 {
 		return 0, false
 	}
-	st := d.status(k, now)
-	at, ok := d.attempt(k, max(st.Waiting-int64(st.Retrying), 0), mine, now)
-	return max(at.Sub(now), 0), ok
+	at := d.attempt(k, max(k.waitingTurn()-int64(k.retrying()), 0), dues[i], now)
+	return max(at.Sub(now), 0), true
 }
 
 // NextTry returns when the failed job at seq of key token is tried again

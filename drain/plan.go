@@ -70,6 +70,16 @@ func (d *Drainer) tally(k *keyState) {
 	}
 }
 
+// waitingTurn is waiting less the job being delivered now, which has its
+// slot: the jobs that wait for a slot of their own.
+func (k *keyState) waitingTurn() int64 {
+	n := k.waiting()
+	if k.delivering() && n > 0 {
+		n--
+	}
+	return n
+}
+
 // waiting is how many of the key's jobs wait for an attempt: stored, and
 // not delivered (a delivered job keeps its slot for a while). A job being
 // delivered now still counts: see delivering.
@@ -152,16 +162,15 @@ func (d *Drainer) stored(token string, seq uint64, now time.Time) (KeyStatus, ti
 
 // start returns when k's n-th fresh job would start. d.mu must be held.
 func (d *Drainer) start(k *keyState, n int64, now time.Time) time.Time {
-	at, _ := d.attempt(k, max(n, 1), nil, now)
-	return at
+	return d.attempt(k, max(n, 1), nil, now)
 }
 
 // attempt walks k's slots as start says: when its n-th fresh job would
 // start (mine nil), or when its failed job mine would be retried, n being
 // how many fresh jobs the key has waiting, which take the slots the
-// retries leave (once none is left, a retry goes at its due). ok is false
-// when mine waits for no retry of k. d.mu must be held.
-func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) (at time.Time, ok bool) {
+// retries leave (once none is left, a retry goes at its due); mine is one
+// of k.dueRetries(). d.mu must be held.
+func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) time.Time {
 	retry := d.pace.Retry
 	// The failed jobs waiting for a retry, and the key's first attempt:
 	// at its next slot; but when its failed head blocks it, once the
@@ -169,11 +178,8 @@ func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) (at 
 	// to pause), or once the first retry is due (no room aside: then the
 	// head steps aside), in an attempt of its own.
 	rounds := d.roundsOf(k, now)
-	at = maxTime(maxTime(k.next.time(), d.freeAt(k, now)), d.nextAfterFlight(k))
+	at := maxTime(maxTime(k.next.time(), d.freeAt(k, now)), d.nextAfterFlight(k))
 	dues := k.dueRetries()
-	if mine != nil && !slices.Contains(dues, mine) {
-		return time.Time{}, false
-	}
 	var first *tried // the failed job that takes the key's first attempt
 	switch head := &k.head; {
 	case !head.waitsRetry():
@@ -202,7 +208,7 @@ func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) (at 
 		if len(dues) > 0 && !dues[0].due.After(at) && (credit >= 1 || retry.Budget >= 1 || noFresh) {
 			// A due retry takes the slot while the key has credit.
 			if dues[0] == mine {
-				return at, true
+				return at
 			}
 			dues = dues[1:]
 			credit = max(credit-1, 0)
@@ -211,12 +217,12 @@ func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) (at 
 		switch {
 		case first != nil: // the slot of the key's first attempt
 			if first == mine {
-				return at, true
+				return at
 			}
 			first = nil
 		case mine == nil:
 			if n--; n == 0 {
-				return at, true
+				return at
 			}
 		default:
 			n--
@@ -225,7 +231,7 @@ func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) (at 
 			credit = min(credit+earn, ceiling)
 		}
 		if len(dues) == 0 && mine == nil {
-			return rounds.later(j, n, at), true
+			return rounds.later(j, n, at)
 		}
 	}
 }

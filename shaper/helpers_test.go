@@ -3,6 +3,7 @@ package shaper_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -94,6 +95,21 @@ func (r *running) post(t *testing.T, policy, key string, payload []byte, hdr ...
 		t.Fatalf("POST %s/%s: %d with body %q: %v", policy, key, resp.StatusCode, b, err)
 	}
 	return a
+}
+
+// acceptAll posts n jobs to key of policy, with payloads "0", "1", …, and
+// returns their ids; each must be accepted.
+func (r *running) acceptAll(t *testing.T, policy, key string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		a := r.post(t, policy, key, []byte(fmt.Sprint(i)))
+		if a.code != http.StatusAccepted {
+			t.Fatalf("POST #%d to %s/%s = %d %v", i, policy, key, a.code, a.body)
+		}
+		ids[i] = a.body["id"].(string)
+	}
+	return ids
 }
 
 // collect subscribes to subject and returns the messages received so far on each call.

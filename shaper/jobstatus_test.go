@@ -42,14 +42,7 @@ policies:
 `)
 	wait := collect(t, r.nc, "shaper.out.slow.>")
 	get := func(id string) (int, map[string]any) { return jobStatus(t, r.base, id) }
-	var ids []string
-	for i := range 4 {
-		a := r.post(t, "slow", "k", []byte(fmt.Sprint(i)))
-		if a.code != http.StatusAccepted {
-			t.Fatalf("POST #%d = %d %v", i, a.code, a.body)
-		}
-		ids = append(ids, a.body["id"].(string))
-	}
+	ids := r.acceptAll(t, "slow", "k", 4)
 	// The last job waits about 750 ms behind the others.
 	if code, body := get(ids[3]); code != http.StatusOK || body["status"] != "queued" || body["key"] != "k" || body["policy"] != "slow" {
 		t.Errorf("GET /v1/jobs/%s right after 202 = %d %v, want 200 queued, key k, policy slow", ids[3], code, body)
@@ -144,14 +137,7 @@ policies:
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	var ids []string
-	for i := range 30 {
-		a := r.post(t, "f", "k", []byte(fmt.Sprint(i)))
-		if a.code != http.StatusAccepted {
-			t.Fatalf("POST #%d = %d %v", i, a.code, a.body)
-		}
-		ids = append(ids, a.body["id"].(string))
-	}
+	ids := r.acceptAll(t, "f", "k", 30)
 	// Once its second attempt failed, ask for its next try.
 	var next time.Time
 	waitFor(t, "the failed job's second failure", 10*time.Second, func() bool {

@@ -163,11 +163,8 @@ func (t *table) queueOf(id string) (string, *queue.Queue, uint64, bool) {
 // (answers.View.KeyConsumer), not this shaper's sink, which delivers
 // nothing of a partition another shaper holds.
 func (t *table) waiting(policy, key string) string {
-	t.mu.RLock()
-	line := t.lines[policy]
-	t.mu.RUnlock()
-	token, err := queue.EncodeKey(key)
-	if line == nil || err != nil {
+	line, token, ok := t.keyLine(policy, key)
+	if !ok {
 		return ""
 	}
 	if _, since := line.answers.KeyConsumer(token, time.Now()); !since.IsZero() {
@@ -176,20 +173,31 @@ func (t *table) waiting(policy, key string) string {
 	return ""
 }
 
-// nextTry returns when the failed job at seq of key of policy is tried
-// again (jobs.NextTry), by the schedule of the shaper that delivers the
-// key (answers.View.NextTry).
-func (t *table) nextTry(policy, key string, seq uint64) (time.Time, bool) {
-	t.mu.RLock()
-	line := t.lines[policy]
-	t.mu.RUnlock()
-	token, err := queue.EncodeKey(key)
-	if line == nil || err != nil {
+// nextTry returns when the failed job id of key of policy is tried again
+// (jobs.NextTry), by the schedule of the shaper that delivers the key
+// (answers.View.NextTry).
+func (t *table) nextTry(policy, key, id string) (time.Time, bool) {
+	line, token, ok := t.keyLine(policy, key)
+	if !ok {
+		return time.Time{}, false
+	}
+	seq, ok := line.queue.SeqOf(id)
+	if !ok {
 		return time.Time{}, false
 	}
 	now := time.Now()
 	in, ok := line.answers.NextTry(token, seq, now)
 	return now.Add(in), ok
+}
+
+// keyLine returns the line of policy and the token of key, false for a
+// policy this shaper does not serve or a key no queue can hold.
+func (t *table) keyLine(policy, key string) (*served, string, bool) {
+	t.mu.RLock()
+	line := t.lines[policy]
+	t.mu.RUnlock()
+	token, err := queue.EncodeKey(key)
+	return line, token, line != nil && err == nil
 }
 
 // errDeliver refuses a live change of where jobs are delivered.

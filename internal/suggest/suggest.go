@@ -149,9 +149,9 @@ func WantDuration(got string) string {
 // out or in another case means ("sec", "seconds", "Min", "S", "hour", …),
 // and false for any other.
 func Per(got string) (string, bool) {
-	switch strings.ToLower(strings.TrimSpace(got)) {
+	switch unit := strings.ToLower(strings.TrimSpace(got)); unit {
 	case "s", "m", "h", "d": // "S": case does not count, as for every hint
-		return strings.ToLower(strings.TrimSpace(got)), true
+		return unit, true
 	case "sec", "secs", "second", "seconds":
 		return "s", true
 	case "min", "mins", "minute", "minutes":

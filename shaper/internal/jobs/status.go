@@ -19,10 +19,10 @@ type Finder func(id string) (policy string, q *queue.Queue, seq uint64, ok bool)
 // ("": they do not), as the reason of their status.
 type Waiting func(policy, key string) string
 
-// NextTry returns when the drain tries the failed job at seq of key of
-// policy again, by the schedule of the shaper that delivers the key; false
-// when it holds no such job waiting (it is being attempted now).
-type NextTry func(policy, key string, seq uint64) (time.Time, bool)
+// NextTry returns when the drain tries the failed job id of key of policy
+// again, by the schedule of the shaper that delivers the key; false when
+// it holds no such job waiting (it is being attempted now).
+type NextTry func(policy, key, id string) (time.Time, bool)
 
 // stillFull is the reason of a deferred job past its next try while its
 // key's jobs wait for no consumer.
@@ -47,10 +47,8 @@ func (s *Store) Handler(find Finder, waiting Waiting, nextTry NextTry) http.Hand
 		id := r.PathValue("id")
 		rec, err := s.Status(r.Context(), id, find)
 		if err == nil && rec.Status == Queued && !rec.NextTry.IsZero() {
-			if _, _, seq, ok := find(id); ok {
-				if at, ok := nextTry(rec.Policy, rec.Key, seq); ok {
-					rec.NextTry = at
-				}
+			if at, ok := nextTry(rec.Policy, rec.Key, id); ok {
+				rec.NextTry = at
 			}
 		}
 		if err == nil && rec.Reason == "" {
