@@ -17,7 +17,7 @@ import (
 // /v1/jobs/{policy}/{key} (body = payload; Idempotency-Key and traceparent
 // headers optional).
 func (in *Ingress) Routes(mux *httpapi.Mux, guard httpapi.Guard) {
-	mux.HandleFunc("POST /v1/jobs/{policy}/{key...}", guard(in.handleSubmit))
+	mux.HandleDirect("POST", "/v1/jobs/", "policy", "key", guard(in.handleSubmit))
 	mux.HandleFunc("POST /v1/jobs/{policy}", guard(func(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, failed(http.StatusBadRequest, "bad key: empty (POST /v1/jobs/{policy}/{key})"))
 	}))
@@ -78,15 +78,10 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 		limiter.SetHeaders(w.Header(), a.Policy, a.limits, a.window)
 	}
 	if a.Code == http.StatusAccepted {
-		httpapi.WriteJSON(w, a.Code, struct {
-			ID        string    `json:"id"`
-			Policy    string    `json:"policy"`
-			Key       string    `json:"key"`
-			Queued    int64     `json:"queued"`
-			ETAms     int64     `json:"eta_ms"`
-			Duplicate bool      `json:"duplicate,omitempty"`
-			Waiting   time.Time `json:"waiting_for_consumer_since,omitzero"`
-		}{a.ID, a.Policy, a.Key, a.Queued, a.ETAms, a.Duplicate, a.WaitingSince})
+		w.Header()["Content-Type"] = jsonType
+		w.WriteHeader(a.Code)
+		o := a.accepted()
+		o.Write(w)
 		return
 	}
 	p := httpapi.Problem{
@@ -99,6 +94,28 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 		Duplicate: a.Duplicate, // set on a deferred refusal only
 	}
 	httpapi.WriteProblem(w, p, msDuration(a.RetryAfterMs))
+}
+
+// jsonType is the Content-Type of a 202, shared: a header's values are
+// copied when the answer is written, never changed in place.
+var jsonType = []string{"application/json"}
+
+// accepted is the body of a 202: the job, as encoding/json writes
+// the struct of its fields (TestAcceptedAsEncodingJSON).
+func (a answer) accepted() httpapi.Object {
+	var o httpapi.Object
+	o.String("id", a.ID)
+	o.String("policy", a.Policy)
+	o.String("key", a.Key)
+	o.Int("queued", a.Queued)
+	o.Int("eta_ms", a.ETAms)
+	if a.Duplicate {
+		o.Bool("duplicate", true)
+	}
+	if !a.WaitingSince.IsZero() {
+		o.Time("waiting_for_consumer_since", a.WaitingSince)
+	}
+	return o
 }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
