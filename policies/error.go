@@ -97,3 +97,20 @@ func joinErrors(errs []*Error) error {
 	}
 	return errors.Join(list...)
 }
+
+// Named gives each problem of err that names no policy (a patch's, read
+// on its own by ParsePatch) the policy name, so that it reads as the same
+// problem found in the policy file does: policy "name": field: what. It
+// returns err.
+func Named(name string, err error) error {
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	for _, e := range list {
+		if pe := (*Error)(nil); errors.As(e, &pe) && pe.Policy == "" {
+			pe.Policy = name
+		}
+	}
+	return err
+}

@@ -304,11 +304,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 // its problems, one after another.
 func inPolicy(name string, err error) string {
 	var out []string
-	for _, e := range unjoin(err) {
-		var pe *policies.Error
-		if errors.As(e, &pe) && pe.Policy == "" {
-			pe.Policy = name
-		}
+	for _, e := range unjoin(policies.Named(name, err)) {
 		msg := e.Error()
 		if !strings.HasPrefix(msg, "policy "+strconv.Quote(name)) {
 			msg = "policy " + httpapi.Quote(name) + ": " + msg

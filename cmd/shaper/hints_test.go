@@ -204,9 +204,11 @@ func TestCommandLineMends(t *testing.T) {
 	refused(t, s, []refusal{
 		{[]string{"policies", "set", "orders", "--reset", "bogus"}, `unknown field "bogus"; want one of outflow, queue, overflow, total, retry, admit, adapt, concurrency`},
 		{[]string{"policies", "set", "orders", "--reset", "retry.bogus"}, `retry: unknown field "bogus"; want one of attempts, backoff,`},
-		{[]string{"policies", "set", "orders", "--outflow", "5"}, `rate "5": want N/s, N/m, N/h, N/d or N/<duration> (did you mean "5/s"?)`},
-		{[]string{"policies", "set", "orders", "--outflow", "20/sec"}, `rate "20/sec": "sec" is not s, m, h, d or a duration (did you mean "20/s"?)`},
-		{[]string{"policies", "set", "orders", "--retry-backoff", "5"}, `retry.backoff: "5": want a duration such as 500ms, 90s, 5m or 24h (did you mean "5s"?)`},
+		// Each problem names its policy, whether this command or the shaper found it.
+		{[]string{"policies", "set", "orders", "--outflow", "5"}, `shaper policies set: policy "orders": outflow: rate "5": want N/s, N/m, N/h, N/d or N/<duration> (did you mean "5/s"?)`},
+		{[]string{"policies", "set", "orders", "--outflow", "20/sec"}, `shaper policies set: policy "orders": outflow: rate "20/sec": "sec" is not s, m, h, d or a duration (did you mean "20/s"?)`},
+		{[]string{"policies", "set", "orders", "--retry-backoff", "5"}, `shaper policies set: policy "orders": retry.backoff: "5": want a duration such as 500ms, 90s, 5m or 24h (did you mean "5s"?)`},
+		{[]string{"policies", "set", "orders", "--queue", "-1"}, `shaper policies set: policy "orders": queue: -1: want a whole number from 1 to`},
 		{[]string{"policies", "set", "orders"}, `shaper policies set: nothing to change (give --outflow, --queue, --total, --overflow, a --retry-…, --admit-…, --concurrency-… or --adapt… flag, or --reset FIELD)`},
 	})
 	// A policy the shaper does not serve, or a value it refuses, is a bad

@@ -157,7 +157,8 @@ func policyChange(c *cli.Context) (client.PolicyChange, bool, error) {
 	}
 	change, err := policies.ParsePatch(b)
 	if err != nil {
-		return client.PolicyChange{}, false, err
+		// Worded as the shaper words the same change refused (policy "name": field: what).
+		return client.PolicyChange{}, false, policies.Named(c.Args().First(), err)
 	}
 	return change, len(body) > 0, nil
 }
