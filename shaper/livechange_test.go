@@ -185,6 +185,22 @@ func TestLiveChangeEveryField(t *testing.T) {
 			t.Errorf("PUT %s (deliver as it is) = %d %v, want nothing changed", same, code, got)
 		}
 	}
+	// So does the number of partitions; a value no policy file takes is
+	// refused as such, not taken as no change.
+	for _, tc := range []struct{ body, detail string }{
+		{`{"partitions": 4, "queue": 9}`, `policy "all": partitions cannot change while running: edit the policy file and restart the shapers`},
+		{`{"partitions": 0}`, `policy "all": partitions: `},
+		{`{"partitions": -1}`, `policy "all": partitions: `},
+		{`{"partitions": 100000}`, `policy "all": partitions: `},
+	} {
+		code, got := r.put(t, path, tc.body)
+		if detail, _ := got["detail"].(string); code != http.StatusBadRequest || !strings.HasPrefix(detail, tc.detail) {
+			t.Errorf("PUT %s = %d %v, want 400 saying %q", tc.body, code, got, tc.detail)
+		}
+	}
+	if code, got := r.put(t, path, `{"partitions": 1}`); code != 200 || got["override"] != false {
+		t.Errorf(`PUT {"partitions": 1} (as it is) = %d %v, want nothing changed`, code, got)
+	}
 	if m := moved(file, fields(r.get(t, path))); len(m) != 0 {
 		t.Errorf("refused changes moved %v", m)
 	}

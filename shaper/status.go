@@ -273,7 +273,11 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 		}
 		next.Deliver = policies.Field[policies.DeliverPatch]{} // never stored: it cannot change
 		if !change.Partitions.IsZero() {
-			if p, err := t.compose(name, next); err == nil && p.Parts() != line.Policy().Parts() {
+			p, err := t.compose(name, next)
+			switch {
+			case err != nil: // a bad value (0, -1, 100000): its own error, not "cannot change"
+				return next, refused{err}
+			case p.Parts() != line.Policy().Parts():
 				return next, refused{errPartitions}
 			}
 		}
