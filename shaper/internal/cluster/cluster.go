@@ -119,6 +119,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cluster, er
 		cfg.Clock = realClock{}
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), nc: js.Conn()}
+	if err := sameLeaseTTL(ctx, js, cfg.Instance, cfg.LeaseTTL); err != nil {
+		return nil, fmt.Errorf("leases: %w", err)
+	}
 	var err error
 	c.leases, err = bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      leaseBucket,
