@@ -35,11 +35,13 @@ func (c *Cluster) Drainers(ctx context.Context, name string, n int) (holders []s
 		if who == "" || r.renewed[i].IsZero() {
 			continue
 		}
-		if age := now.Sub(r.renewed[i]); age > c.cfg.LeaseTTL/3+c.cfg.LeaseTTL/12 {
+		// Missed at the read, not now: the entry may have been renewed
+		// since the read this answers from, up to drainersFresh ago.
+		if r.at.Sub(r.renewed[i]) > c.cfg.LeaseTTL/3+c.cfg.LeaseTTL/12 {
 			if unrenewed == nil {
 				unrenewed = map[string]time.Duration{}
 			}
-			unrenewed[who] = max(unrenewed[who], age)
+			unrenewed[who] = max(unrenewed[who], now.Sub(r.renewed[i]))
 		}
 	}
 	return r.holders, unrenewed

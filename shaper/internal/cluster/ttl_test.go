@@ -80,3 +80,23 @@ func TestLeaseTTLOfTheCluster(t *testing.T) {
 		t.Fatalf("the leases' TTL is %s, want 2s", got)
 	}
 }
+
+// A holder that renews its leases on time is never reported as missing a
+// renewal, though Drainers answers from a read up to a second old (which
+// the report counted as time without a renewal: at a TTL of 3 s, a holder
+// renewing every second was reported most of the time).
+func TestDrainersHealthyHolderNotUnrenewed(t *testing.T) {
+	s := testenv.NATS(t)
+	const ttl = 3 * time.Second
+	h, _ := holdParts(t, s.ClientURL(), "a", 2, ttl)
+	waitHeld(t, "a holding both partitions", func() bool { return len(h.list()) == 2 })
+	watcher, err := cluster.Open(context.Background(), jetStreamOf(t, s.ClientURL()), cluster.Config{Instance: "watcher", LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(130 * time.Millisecond) {
+		if holders, unrenewed := watcher.Drainers(context.Background(), "p", 2); len(unrenewed) > 0 {
+			t.Fatalf("Drainers = %v, unrenewed %v: a holder renewing every %s reported as missing its renewals", holders, unrenewed, ttl/3)
+		}
+	}
+}
