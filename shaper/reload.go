@@ -66,6 +66,30 @@ func (s *Shaper) Reload(ctx context.Context) (ReloadReport, error) {
 	}
 }
 
+// needsRestart reports whether a change of the policy field applies only
+// at a restart: the delivery target and the number of partitions.
+func needsRestart(field string) bool {
+	return strings.HasPrefix(field, "deliver.") || field == "partitions"
+}
+
+// restartNeeded warns, on every reload, of each field of file that differs
+// from the running policy and applies only at a restart: what the shapers
+// run, not what the file said before, so the warning lasts until the
+// restart, and ends when the file is put back.
+func (s *Shaper) restartNeeded(rep *ReloadReport, file, running policies.Policy) {
+	deliver, partitions := false, false
+	for _, c := range policies.Diff(running, file) {
+		deliver = deliver || strings.HasPrefix(c.Field, "deliver.")
+		partitions = partitions || c.Field == "partitions"
+	}
+	if deliver {
+		s.warn(rep, file.Name+": the delivery target changed: restart the shaper to apply it")
+	}
+	if partitions {
+		s.warn(rep, file.Name+": the number of partitions changed: restart every shaper to apply it")
+	}
+}
+
 // reload is Reload's work, run by Run with its context.
 func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 	rep := ReloadReport{File: s.cfg.PolicyFile, Added: []string{}, Removed: []string{}, Changed: []string{}, Warnings: []string{}}
@@ -103,6 +127,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		}
 		before, _ := old.Lookup(p.Name)
 		fileChanges := policies.Diff(before, p)
+		s.restartNeeded(&rep, p, *line.Policy())
 		if len(fileChanges) == 0 {
 			rep.Unchanged++
 			// Still said on every reload while the override keeps a field
@@ -121,26 +146,14 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		}
 		over := s.policies.overrideOf(p.Name)
 		var held []string
-		deliver, partitions := false, false
 		for _, c := range fileChanges {
-			switch {
-			case strings.HasPrefix(c.Field, "deliver."):
-				deliver = true
-			case c.Field == "partitions":
-				partitions = true
-			case over.Covers(c.Field):
+			if !needsRestart(c.Field) && over.Covers(c.Field) {
 				held = append(held, c.String())
 			}
 		}
 		if len(held) > 0 {
 			s.warn(&rep, fmt.Sprintf("%s: %s: not applied, the live override sets %s%s",
 				p.Name, strings.Join(held, ", "), pronoun(len(held)), toTheFile(p.Name)))
-		}
-		if deliver {
-			s.warn(&rep, p.Name+": the delivery target changed: restart the shaper to apply it")
-		}
-		if partitions {
-			s.warn(&rep, p.Name+": the number of partitions changed: restart every shaper to apply it")
 		}
 		live := *line.Policy()
 		if err := s.policies.refresh(ctx, p.Name, "file", s.log); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +121,39 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A change that applies only at a restart (partitions, the delivery
+// target) is warned of on every reload while the file differs from what
+// runs, and no longer once the file is put back: the warning compares with
+// the running policy, not with the file read before.
+func TestReloadRestartWarningFollowsTheRunningPolicy(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	write := func(parts string) {
+		t.Helper()
+		yaml := "policies:\n  - name: p\n    outflow: 5/s\n    queue: 3\n    partitions: " + parts + "\n"
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("4")
+	set, err := policies.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wrap(t, testenv.Shaper(t, shaper.Config{Policies: set, PolicyFile: file}))
+	const warning = "p: the number of partitions changed: restart every shaper to apply it"
+	for i, tc := range []struct {
+		parts string
+		warn  bool
+	}{{"2", true}, {"2", true}, {"4", false}, {"4", false}} {
+		write(tc.parts)
+		rep, err := r.Reload(context.Background())
+		if err != nil {
+			t.Fatalf("reload %d: %v", i+1, err)
+		}
+		if warned := slices.Contains(rep.Warnings, warning); warned != tc.warn {
+			t.Errorf("reload %d (partitions %s, 4 running): warnings %q; want the restart warning: %v", i+1, tc.parts, rep.Warnings, tc.warn)
+		}
+	}
 }
