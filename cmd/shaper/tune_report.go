@@ -53,6 +53,9 @@ func (r *tuneReport) write(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "%s: %d submissions over %s, replayed for policy %s under %d candidates in %.1fs\n",
 		r.Trace, cur.Submitted, cur.Span.Round(time.Millisecond), r.Policy, len(r.Results), r.Took.Seconds())
+	if n := cur.Policy.Parts(); n > 1 {
+		fmt.Fprintf(w, "replayed in the policy's %d partitions, as the shapers drain it: a total cap is split into %d equal shares (total/%d each), so a candidate with few busy keys delivers less than its total\n", n, n, n)
+	}
 	if derived > 0 {
 		fmt.Fprintf(w, "%s (marked =) not replayed: a smaller queue of the same outflow refused no job, so a larger one admits, waits and delivers the same\n", plural(derived, "candidate"))
 	}
@@ -147,16 +150,25 @@ func (r *tuneReport) write(w io.Writer) error {
 	if r.Choice.Best == r.Current {
 		fmt.Fprintln(w, "the policy as it is meets the targets: nothing to change")
 	}
-	fmt.Fprintln(w, "policy file lines:")
-	_, err := io.WriteString(w, policyYAML(best))
+	fmt.Fprintln(w, "policy file lines (the fields tune varies; keep the policy's others):")
+	_, err := io.WriteString(w, policyYAML(best, cur.Policy))
 	return err
 }
 
-// policyYAML returns the policy file lines of what tune varies in p.
-func policyYAML(p policies.Policy) string {
+// policyYAML returns the policy file lines of what tune varies in p, the
+// candidate chosen over the policy as it is (current): a field p drops
+// (no total, no adapt) is a comment saying to remove the policy's line,
+// since the lines pasted over the policy's would keep it.
+func policyYAML(p, current policies.Policy) string {
 	s := "  - name: " + p.Name + "\n    outflow: " + p.Outflow.String() + "\n    queue: " + strconv.Itoa(p.Queue) + "\n"
-	if !p.Total.IsZero() {
+	switch {
+	case !p.Total.IsZero():
 		s += "    total: " + p.Total.String() + "\n"
+	case !current.Total.IsZero():
+		s += "    # no total: remove the policy's total line (total: " + current.Total.String() + ")\n"
+	}
+	if p.Adapt == nil && current.Adapt != nil {
+		s += "    # no adapt: remove the policy's adapt block\n"
 	}
 	if a := p.Adapt; a != nil {
 		s += "    adapt: {per: " + string(a.Per)
@@ -254,7 +266,7 @@ func (r *tuneReport) writeJSON(w io.Writer) error {
 	}
 	if r.hasTargets() && r.Choice.Best >= 0 {
 		out.Recommended = &r.Choice.Best
-		out.YAML = policyYAML(r.Results[r.Choice.Best].Policy)
+		out.YAML = policyYAML(r.Results[r.Choice.Best].Policy, r.Results[r.Current].Policy)
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	for i := range r.Results {

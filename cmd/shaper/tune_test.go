@@ -99,7 +99,7 @@ func TestTune(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tune: %v\n%s", err, out)
 	}
-	for _, want := range []string{"wait p99", "current", "best", "recommended: ", "binds", "policy file lines:\n  - name: orders\n    outflow: 8/s\n"} {
+	for _, want := range []string{"wait p99", "current", "best", "recommended: ", "binds", "policy file lines (the fields tune varies; keep the policy's others):\n  - name: orders\n    outflow: 8/s\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tune's output lacks %q:\n%s", want, out)
 		}
@@ -328,5 +328,35 @@ func TestTuneHoldsRejectionsWithoutTarget(t *testing.T) {
 	out, _, err = runCLI(t, append(args, "--max-reject", "100%", "--json")...)
 	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Recommended == nil || rep.Candidates[*rep.Recommended].Queue != 2 {
 		t.Errorf("with --max-reject 100%%: %v, want queue 2 recommended\n%s", err, out)
+	}
+}
+
+// The lines to paste say to remove a field the recommendation drops (pasted
+// over the policy's lines, they would keep it), and a policy drained in
+// partitions is said to be replayed in them.
+func TestTuneSaysWhatTheLinesDrop(t *testing.T) {
+	total := policies.Rate{N: 120, Per: time.Second}
+	current := policies.Policy{Name: "orders", Outflow: policies.Rate{N: 4, Per: time.Second}, Queue: 20, Total: total, Adapt: &policies.Adapt{Per: "key", Tolerance: 1.5}}
+	best := policies.Policy{Name: "orders", Outflow: policies.Rate{N: 8, Per: time.Second}, Queue: 40}
+	got := policyYAML(best, current)
+	for _, want := range []string{"    outflow: 8/s\n    queue: 40\n", "    # no total: remove the policy's total line (total: 120/s)\n", "    # no adapt: remove the policy's adapt block\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("policyYAML(no total, no adapt) = %q, lacks %q", got, want)
+		}
+	}
+	if got := policyYAML(current, current); strings.Contains(got, "#") || !strings.Contains(got, "    total: 120/s\n") {
+		t.Errorf("policyYAML(the policy itself) = %q, want its total and no comment", got)
+	}
+
+	pf, trace := tuneFiles(t)
+	if err := os.WriteFile(pf, []byte("policies:\n  - name: orders\n    outflow: 4/s\n    queue: 20\n    total: 60/s\n    partitions: 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20")
+	if err != nil {
+		t.Fatalf("tune: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "replayed in the policy's 4 partitions, as the shapers drain it: a total cap is split into 4 equal shares (total/4 each)") {
+		t.Errorf("tune of a policy in 4 partitions does not say so:\n%s", out)
 	}
 }
