@@ -6,12 +6,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/shaper-dev/shaper/internal/freeport"
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/shaper"
 )
@@ -119,5 +123,55 @@ func TestRunStopsWhenNATSConnectionIsClosed(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run still running 20s after its NATS connection was closed")
+	}
+}
+
+// A shaper started before its NATS server listens (a cluster and its
+// shapers brought up together) waits for it, saying so at /readyz, where
+// it stopped at once with "no servers available".
+func TestRunWaitsForNATSToListen(t *testing.T) {
+	port, err := freeport.One()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := shaper.New(shaper.Config{
+		Policies: testenv.Policies(t, burstPolicy),
+		HTTPAddr: "127.0.0.1:0",
+		NATSURL:  "nats://127.0.0.1:" + strconv.Itoa(port),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	// Until the server comes, /readyz says what the shaper waits for.
+	deadline := time.Now().Add(10 * time.Second)
+	for said := ""; !strings.Contains(said, "waiting for NATS at nats://127.0.0.1:"+strconv.Itoa(port)); {
+		select {
+		case err := <-done:
+			t.Fatalf("Run = %v while its NATS server is not yet up, want it to wait", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz said %q, want it waiting for NATS", said)
+		}
+		if addr := s.HTTPAddr(); addr != "" {
+			if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				said = string(b)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	testenv.NATSWith(t, func(o *server.Options) { o.Port = port })
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run = %v, want it ready once the server listens", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("shaper not ready 20s after its NATS server came up")
 	}
 }

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -59,7 +60,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 
 // connect connects to NATS: to the embedded server it starts first, or to
 // Config.NATSURL.
-func (s *Shaper) connect() error {
+func (s *Shaper) connect(ctx context.Context) error {
 	opts := []nats.Option{
 		nats.Name("shaper"),
 		nats.MaxReconnects(-1),
@@ -100,7 +101,7 @@ func (s *Shaper) connect() error {
 		}
 		opts = append(opts, auth...)
 	}
-	s.nc, err = nats.Connect(s.cfg.NATSURL, opts...)
+	s.nc, err = s.dial(ctx, opts)
 	if err != nil {
 		s.disconnect()
 		return &ConfigError{Field: "NATSURL", Err: fmt.Errorf("connect to %s: %w", s.cfg.NATSURL, err)}
@@ -118,6 +119,41 @@ func (s *Shaper) connect() error {
 		return fmt.Errorf("shaper: jetstream: %w", err)
 	}
 	return nil
+}
+
+// connectWait bounds how long a starting shaper waits for a NATS server
+// that refuses its connection: one started at the same time (a cluster
+// and its shapers brought up together) is given that long to listen.
+const connectWait = 20 * time.Second
+
+// dial connects with opts: to the embedded server at once; to
+// Config.NATSURL retrying every 250 ms while no server of it accepts a
+// connection, for connectWait at most (or until ctx ends), saying so in
+// the log and at /readyz. Any other error (a refused credential, a bad
+// URL) ends it at once.
+func (s *Shaper) dial(ctx context.Context, opts []nats.Option) (*nats.Conn, error) {
+	if s.cfg.NATSURL == "" {
+		return nats.Connect("", opts...)
+	}
+	deadline := time.Now().Add(connectWait)
+	for tries := 1; ; tries++ {
+		nc, err := nats.Connect(s.cfg.NATSURL, opts...)
+		if err == nil || !errors.Is(err, nats.ErrNoServers) {
+			return nc, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w (retried for %s)", err, connectWait)
+		}
+		if tries == 1 {
+			s.log.Warn("no NATS server accepts a connection yet: retrying", "url", s.cfg.NATSURL, "for", connectWait, "err", err)
+			s.starting.at("waiting for NATS at " + s.cfg.NATSURL)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // headerRoom is the room a job's headers take in a NATS message beside its

@@ -210,12 +210,12 @@ func (s *Shaper) Run(ctx context.Context) error {
 	defer hs.Close()
 	s.starting.at("connecting to NATS")
 	if lock != nil {
-		if err := s.connect(); err != nil {
+		if err := s.connect(ctx); err != nil {
 			return err
 		}
 		me.HTTP, me.NATS = ln.Addr().String(), s.srv.ClientURL()
 		writeHolder(lock, me)
-	} else if err := s.connect(); err != nil {
+	} else if err := s.connect(ctx); err != nil {
 		return err
 	}
 	defer s.disconnect()
