@@ -88,18 +88,7 @@ func (p *errProxy) down(from, to net.Conn) {
 func TestRunStopsWhenNATSConnectionIsClosed(t *testing.T) {
 	srv := testenv.NATS(t)
 	proxy := newErrProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
-	s, err := shaper.New(shaper.Config{
-		Policies: testenv.Policies(t, burstPolicy),
-		HTTPAddr: "127.0.0.1:0",
-		NATSURL:  "nats://" + proxy.ln.Addr().String(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	s, done := runOn(t, "nats://"+proxy.ln.Addr().String())
 	select {
 	case <-s.Ready():
 	case err := <-done:
@@ -134,18 +123,7 @@ func TestRunWaitsForNATSToListen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := shaper.New(shaper.Config{
-		Policies: testenv.Policies(t, burstPolicy),
-		HTTPAddr: "127.0.0.1:0",
-		NATSURL:  "nats://127.0.0.1:" + strconv.Itoa(port),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	s, done := runOn(t, "nats://127.0.0.1:"+strconv.Itoa(port))
 	// Until the server comes, /readyz says what the shaper waits for.
 	deadline := time.Now().Add(10 * time.Second)
 	for said := ""; !strings.Contains(said, "waiting for NATS at nats://127.0.0.1:"+strconv.Itoa(port)); {
@@ -174,4 +152,19 @@ func TestRunWaitsForNATSToListen(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("shaper not ready 20s after its NATS server came up")
 	}
+}
+
+// runOn runs a shaper of burstPolicy on the NATS of url until the test
+// ends; Run's result comes on done.
+func runOn(t *testing.T, url string) (*shaper.Shaper, <-chan error) {
+	t.Helper()
+	s, err := shaper.New(shaper.Config{Policies: testenv.Policies(t, burstPolicy), HTTPAddr: "127.0.0.1:0", NATSURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done, finished := make(chan error, 1), make(chan struct{})
+	go func() { done <- s.Run(ctx); close(finished) }()
+	t.Cleanup(func() { cancel(); <-finished })
+	return s, done
 }
