@@ -72,7 +72,7 @@ func apiError(err error, command string) error {
 	if errors.As(err, &refused) && (refused.StatusCode == http.StatusBadRequest || refused.StatusCode == http.StatusNotFound) {
 		return cli.Exit("shaper "+command+": "+refused.Problem.Detail, cmdline.ExitUsage)
 	}
-	return fmt.Errorf("%s: %w", command, apiWording(err))
+	return fmt.Errorf("shaper %s: %w", command, apiWording(err))
 }
 
 // apiWording words an error of the shaper's API for the operator: an

@@ -107,7 +107,7 @@ func TestDidYouMean(t *testing.T) {
 		{[]string{"policies", "set", "orders", "--reset", "adapt.flor"}, `adapt: unknown field "flor" (did you mean "floor"?)`},
 		{[]string{"dead", "list", "--reason", "deadlin"}, `reason "deadlin": want attempts, deadline, delivery or undecodable (did you mean "deadline"?)`},
 		{[]string{"policies", "chek"}, `no command "chek"; the commands are set, reset, check (did you mean "check"?) (see shaper policies --help)`},
-		{[]string{"policies", "set", "orders", "--adapt-flor", "2/s"}, `flag provided but not defined: -adapt-flor (did you mean "--adapt-floor"?)`},
+		{[]string{"policies", "set", "orders", "--adapt-flor", "2/s"}, `unknown flag --adapt-flor (did you mean "--adapt-floor"?)`},
 	})
 
 	file := filepath.Join(t.TempDir(), "p.yaml")
@@ -186,8 +186,9 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"serve", "--replicas", "0"}, `shaper serve: --replicas 0: want 1, 3 or 5`},
 		{[]string{"serve", "--replicas", "3"}, `shaper serve: --replicas 3: the embedded JetStream is one node: replicas need a cluster (--nats-url)`},
 		{[]string{"dead", "show", "orders", "-1"}, `shaper dead show: -1: a negative number is no argument of shaper dead show (see shaper dead show --help)`},
-		{[]string{"dead", "show", "orders", "-x"}, `shaper dead show: flag provided but not defined: -x (see shaper dead show --help)`},
+		{[]string{"dead", "show", "orders", "-x"}, `shaper dead show: unknown flag -x (see shaper dead show --help)`},
 		{[]string{"health", "--timeout", "0s"}, `shaper health: --timeout 0s: want a positive duration`},
+		{[]string{"tune", "--policy-file", "../../policies.yaml", "--trace", "t.csv"}, `shaper tune: --policy: ../../policies.yaml has 3 policies, say which to tune: orders, emails, reports`},
 		{[]string{"health", "--http", "localhost"}, `shaper health: --http "localhost": want HOST:PORT`},
 		{[]string{"help", "polices"}, `shaper: no command "polices" to help with; the commands are serve, policies,`},
 	} {
@@ -208,6 +209,7 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"policies", "set", "orders", "--outflow", "5"}, `shaper policies set: policy "orders": outflow: rate "5": want N/s, N/m, N/h, N/d or N/<duration> (did you mean "5/s"?)`},
 		{[]string{"policies", "set", "orders", "--outflow", "20/sec"}, `shaper policies set: policy "orders": outflow: rate "20/sec": "sec" is not s, m, h, d or a duration (did you mean "20/s"?)`},
 		{[]string{"policies", "set", "orders", "--retry-backoff", "5"}, `shaper policies set: policy "orders": retry.backoff: "5": want a duration such as 500ms, 90s, 5m or 24h (did you mean "5s"?)`},
+		{[]string{"policies", "set", "orders", "--partitions", "8"}, `shaper policies set: --partitions: partitions cannot change while running: edit the policy file and restart the shapers`},
 		{[]string{"policies", "set", "orders", "--queue", "-1"}, `shaper policies set: policy "orders": queue: -1: want a whole number from 1 to`},
 		{[]string{"policies", "set", "orders"}, `shaper policies set: nothing to change (give --outflow, --queue, --total, --overflow, a --retry-…, --admit-…, --concurrency-… or --adapt… flag, or --reset FIELD)`},
 	})

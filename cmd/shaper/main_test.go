@@ -47,6 +47,11 @@ func TestPoliciesCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n  - {name: b, outflow: 5/s, queue: 10, concurrency: {key: 2, total: 6}}\n"), 0o644)
+	one := filepath.Join(dir, "one.yaml")
+	os.WriteFile(one, []byte("policies:\n  - name: a\n    outflow: 5/s\n    queue: 10\n"), 0o644)
+	if out, _, err := runCLI(t, "policies", "check", one); err != nil || !strings.Contains(out, "one.yaml: 1 policy OK") {
+		t.Errorf("policies check of one policy = %v\n%s", err, out)
+	}
 	out, _, err := runCLI(t, "policies", "check", good)
 	if err != nil || !strings.Contains(out, "2 policies OK") || !strings.Contains(out, "b: outflow 5/s per key, queue 10, overflow reject, 2 awaiting receipt per key (6 in all), deliver") ||
 		strings.Contains(out, "a: outflow 5/s per key, queue 10, overflow reject, 1 awaiting") {

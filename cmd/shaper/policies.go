@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,7 +179,21 @@ func setFlags() []cli.Flag {
 			flags = append(flags, &cli.StringFlag{Name: f.flag, Usage: f.usage, DefaultText: "unchanged"})
 		}
 	}
-	return append(flags, &cli.StringSliceFlag{Name: "reset", Usage: "take `FIELD` back to the policy file's value (total, retry.attempts, retry, admit, …)"})
+	return append(flags, &cli.StringSliceFlag{Name: "reset", Usage: "take `FIELD` back to the policy file's value (total, retry.attempts, retry, admit, …)"},
+		// Fields that change only in the policy file: a flag of their name
+		// says so, not that there is no such flag.
+		&cli.StringFlag{Name: "partitions", Hidden: true}, &cli.StringFlag{Name: "deliver", Hidden: true})
+}
+
+// fileOnly refuses the hidden flags of policy fields that change only in
+// the policy file, with every shaper restarted.
+func fileOnly(c *cli.Context) error {
+	for _, f := range []string{"partitions", "deliver"} {
+		if c.IsSet(f) {
+			return fmt.Errorf("--%s: %s cannot change while running: edit the policy file and restart the shapers", f, f)
+		}
+	}
+	return nil
 }
 
 // newAdmitNeeds refuses a change of some --admit-… fields of a policy that
@@ -228,6 +243,9 @@ func policiesCommand() *cli.Command {
 					return err
 				}
 				change, ok, err := policyChange(c)
+				if err == nil {
+					err = fileOnly(c)
+				}
 				if err != nil {
 					return cli.Exit("shaper policies set: "+err.Error(), cmdline.ExitUsage)
 				}
@@ -284,7 +302,7 @@ func policiesCommand() *cli.Command {
 				for _, p := range set.Policies() {
 					fmt.Fprintln(c.App.Writer, checkLine(p))
 				}
-				fmt.Fprintf(c.App.Writer, "%s: %d policies OK\n", c.Args().First(), len(set.Policies()))
+				fmt.Fprintf(c.App.Writer, "%s: %s OK\n", c.Args().First(), policiesCount(len(set.Policies())))
 				return nil
 			},
 		}},
@@ -323,4 +341,12 @@ func checkLine(p policies.Policy) string {
 		line += " (publish, at most once)"
 	}
 	return line
+}
+
+// policiesCount says n policies: "1 policy", "3 policies".
+func policiesCount(n int) string {
+	if n == 1 {
+		return "1 policy"
+	}
+	return strconv.Itoa(n) + " policies"
 }

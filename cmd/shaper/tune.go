@@ -84,13 +84,17 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 	}
 	set, err := policies.Load(c.String("policy-file"))
 	if err != nil {
-		return t, cli.Exit("tune: "+err.Error(), 2)
+		return t, cli.Exit("shaper tune: "+err.Error(), 2)
 	}
 	t.set = set
 	if t.policy == "" {
 		all := set.Policies()
 		if len(all) != 1 {
-			return t, cli.Exit(fmt.Sprintf("tune: --policy: %s has %d policies, say which to tune", c.String("policy-file"), len(all)), 2)
+			names := make([]string, len(all))
+			for i, p := range all {
+				names[i] = p.Name
+			}
+			return t, cli.Exit(fmt.Sprintf("shaper tune: --policy: %s has %d policies, say which to tune: %s", c.String("policy-file"), len(all), strings.Join(names, ", ")), 2)
 		}
 		t.policy = all[0].Name
 	}
@@ -100,29 +104,29 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 		for _, p := range set.Policies() {
 			names = append(names, p.Name)
 		}
-		return t, cli.Exit(fmt.Sprintf("tune: --policy: %s has no policy %q; it has %s%s", c.String("policy-file"), t.policy,
+		return t, cli.Exit(fmt.Sprintf("shaper tune: --policy: %s has no policy %q; it has %s%s", c.String("policy-file"), t.policy,
 			strings.Join(names, ", "), suggest.Hint(t.policy, names)), 2)
 	}
 	// Read through once before any replay: a trace that is not one is a
 	// bad --trace, said once (not by every candidate's replay).
 	if t.facts, err = readTraceFacts(t.trace, p.Queue); err != nil {
-		return t, cli.Exit("tune: --trace: "+err.Error(), 2)
+		return t, cli.Exit("shaper tune: --trace: "+err.Error(), 2)
 	}
 	if t.facts.submissions() == 0 {
-		return t, cli.Exit(fmt.Sprintf("tune: --trace: %s holds no submissions: nothing to replay (record one with shaper record or producer trace)", t.trace), 2)
+		return t, cli.Exit(fmt.Sprintf("shaper tune: --trace: %s holds no submissions: nothing to replay (record one with shaper record or producer trace)", t.trace), 2)
 	}
 	var downstream policies.Rate
 	if t.targets, downstream, err = targetsFrom(c); err != nil {
-		return t, cli.Exit("tune: "+err.Error(), 2)
+		return t, cli.Exit("shaper tune: "+err.Error(), 2)
 	}
 	if t.grid, err = gridFrom(c, p, downstream); err != nil {
-		return t, cli.Exit("tune: "+err.Error(), 2)
+		return t, cli.Exit("shaper tune: "+err.Error(), 2)
 	}
 	if t.down, err = downFrom(c); err != nil {
-		return t, cli.Exit("tune: "+err.Error(), 2)
+		return t, cli.Exit("shaper tune: "+err.Error(), 2)
 	}
 	if t.down.Model, err = modelFrom(c, p); err != nil {
-		return t, cli.Exit("tune: "+err.Error(), 2)
+		return t, cli.Exit("shaper tune: "+err.Error(), 2)
 	}
 	if c.Bool("apply") && t.targets == (replay.Targets{}) {
 		return t, cli.Exit("shaper tune: --apply needs a target to recommend by (--max-wait, --max-reject or --downstream-max)", cmdline.ExitUsage)
@@ -282,7 +286,7 @@ func runTune(c *cli.Context) error {
 	}
 	candidates, current, err := t.grid.Candidates(t.set, t.policy)
 	if err != nil {
-		return cli.Exit("tune: "+err.Error(), 2)
+		return cli.Exit("shaper tune: "+err.Error(), 2)
 	}
 	if c.Bool("apply") {
 		// Before the replay: a shaper that is not there, or has no such
@@ -315,7 +319,7 @@ func runTune(c *cli.Context) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("tune: %w", err)
+		return fmt.Errorf("shaper tune: %w", err)
 	}
 	implicit := holdRejections(&t.targets, &results[current])
 	choice := replay.Choose(results, t.targets)
@@ -332,7 +336,7 @@ func runTune(c *cli.Context) error {
 	}
 	if c.IsSet("plot") {
 		if err := writePlot(c.String("plot"), &rep); err != nil {
-			return fmt.Errorf("tune: --plot: %w", err)
+			return fmt.Errorf("shaper tune: --plot: %w", err)
 		}
 		fmt.Fprintf(c.App.ErrWriter, "tune: plot written to %s\n", c.String("plot"))
 	}
@@ -356,7 +360,7 @@ func applicable(c *cli.Context, name string) error {
 		return err
 	}
 	if _, err := api.Policy(c.Context, name); err != nil {
-		return apiError(err, "tune: --apply")
+		return apiError(err, "tune --apply")
 	}
 	return nil
 }
@@ -372,7 +376,7 @@ func applyTuning(c *cli.Context, p policies.Policy) error {
 	}
 	running, err := api.Policy(c.Context, p.Name)
 	if err != nil {
-		return apiError(err, "tune: --apply")
+		return apiError(err, "tune --apply")
 	}
 	var change client.PolicyChange
 	if p.Outflow != running.Outflow {
@@ -392,7 +396,7 @@ func applyTuning(c *cli.Context, p policies.Policy) error {
 	}
 	live, err := api.SetPolicy(c.Context, p.Name, change)
 	if err != nil {
-		return apiError(err, "tune: --apply")
+		return apiError(err, "tune --apply")
 	}
 	fmt.Fprint(c.App.Writer, "applied: ")
 	showPolicy(c, live)

@@ -58,11 +58,11 @@ func TestStrict(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"shaper", "policies", "set", "--bogus"}, "shaper policies set: flag provided but not defined: -bogus"},
+		{[]string{"shaper", "policies", "set", "--bogus"}, "shaper policies set: unknown flag --bogus"},
 		{[]string{"shaper", "nosuch"}, `shaper: no command "nosuch"; the commands are policies`},
 		{[]string{"shaper", "policies", "nosuch"}, `shaper policies: no command "nosuch"; the commands are set`},
 		{[]string{"shaper", "polices"}, `shaper: no command "polices"; the commands are policies (did you mean "policies"?) (see shaper --help)`},
-		{[]string{"shaper", "policies", "set", "--outflw", "1/s"}, `flag provided but not defined: -outflw (did you mean "--outflow"?) (see shaper policies set --help)`},
+		{[]string{"shaper", "policies", "set", "--outflw", "1/s"}, `unknown flag --outflw (did you mean "--outflow"?) (see shaper policies set --help)`},
 		{[]string{"shaper", "policies", "set"}, `shaper policies set: --outflow is required (see shaper policies set --help)`},
 	} {
 		out.Reset()

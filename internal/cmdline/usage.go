@@ -152,7 +152,14 @@ func usageError(c *cli.Context, err error, _ bool) error {
 			// like it, and a command's numbers are never negative.
 			msg = fmt.Sprintf("-%s: a negative number is no argument of %s", name, fullName(c))
 		} else {
-			msg += suggest.FlagHint(strings.TrimPrefix(name, "-"), flagNames(c))
+			// The flag package names it with one dash whatever was typed;
+			// the docs and --help write flags with two.
+			name = strings.TrimPrefix(name, "-")
+			dashes := "--"
+			if len(name) == 1 {
+				dashes = "-" // a short flag, as -h
+			}
+			msg = "unknown flag " + dashes + name + suggest.FlagHint(name, flagNames(c))
 		}
 	} else if m, ok := badValue(commandFlags(c), msg); ok {
 		msg = m
