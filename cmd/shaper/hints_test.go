@@ -236,6 +236,7 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"dead", "replay", "--policy", "orders", "--http", "localhost:80x"}, `shaper dead replay: --http "localhost:80x": want HOST:PORT`},
 		{[]string{"dead", "list", "--limit", "5000"}, `shaper dead list: --limit 5000: want a number from 1 to 1000`},
 		{[]string{"status", "--http", "localhost"}, `shaper status: --http "localhost": want HOST:PORT, such as 127.0.0.1:8080 (no port)`},
+		{[]string{"status", "--http", "28082"}, `shaper status: --http "28082": want HOST:PORT, such as 127.0.0.1:8080 (a port alone: did you mean "127.0.0.1:28082"?)`},
 		{[]string{"status", "--http", "http://127.0.0.1:8080"}, `shaper status: --http "http://127.0.0.1:8080": want HOST:PORT, such as 127.0.0.1:8080 (no scheme: the address only)`},
 		{[]string{"dead", "purge"}, `shaper dead purge: name a --policy, or say --all`},
 	} {

@@ -15,6 +15,9 @@ func HostPort(addr string) error {
 		return errors.New("no scheme: the address only")
 	}
 	_, port, err := net.SplitHostPort(addr)
+	if _, num := strconv.Atoi(addr); err != nil && num == nil {
+		return fmt.Errorf("a port alone: did you mean \"127.0.0.1:%s\"?", addr)
+	}
 	if err != nil {
 		return errors.New("no port")
 	}
