@@ -33,7 +33,9 @@ import (
 // command itself (it is what runs this), and docker commands (there is no
 // container engine here; cmd/shaper's tests parse-check the compose file). Blocks
 // not meant to be run (output, file formats) are fenced as text, yaml, …:
-// only sh blocks are commands.
+// only sh blocks are commands. A bash block is a script to paste whole,
+// with loops and processes in the background: the test of its page runs
+// it (scaling.md's: TestScalingRecipe).
 func TestReadmeCommands(t *testing.T) {
 	needBinaries(t)
 	pages, err := filepath.Glob("../docs/*.md")

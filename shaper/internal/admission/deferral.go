@@ -187,9 +187,14 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 		}
 		return nil
 	case errors.Is(err, queue.ErrFull):
+		// Not an attempt either: the store, not a consumer, said no, when
+		// the drainer had not yet seen the jobs that fill the key (just
+		// stored, or at start). Counted as a failed attempt, it waited the
+		// retry backoff (1 s) instead of the room's time, and came a slot
+		// or more after the time the producer was promised.
 		g.refused(p, m.Token, asked)
 		now = g.now()
-		return &drain.RetryAfterError{After: max(g.freeIn(p, m.Token, g.drained.Key(m.Token, now), asked), time.Millisecond), Cause: "key's queue is full"}
+		return &drain.RetryAfterError{After: max(g.freeIn(p, m.Token, g.drained.Key(m.Token, now), asked), time.Millisecond), Cause: "key's queue is full", NotAttempted: true}
 	default:
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 )
 
@@ -28,5 +29,32 @@ func TestDeferralsForgottenWithTheKey(t *testing.T) {
 	}
 	if d := r.admit("k"); d.Outcome != admission.Accepted {
 		t.Errorf("a fresh job to the idle key: %v (%s), want accepted", d.Outcome, d.Reason)
+	}
+}
+
+// A deferred job whose re-admission the store refuses because the drainer
+// has not yet seen the jobs that fill its key (just stored, or at start)
+// waits for the room, not for the retry backoff: the refusal is no
+// attempt. Counted as one, it came a second later (the backoff), a slot
+// or more after the time its producer was promised.
+func TestReadmissionRefusedAheadOfTheDrainer(t *testing.T) {
+	r := newRig(t, "policies:\n  - {name: p, outflow: 4/s, queue: 2, overflow: defer, retry: {backoff: 1s}}\n", admission.Config{})
+	r.gate.Attach(staleView{r.main, drain.KeyStatus{}}, r.dfr) // the drainer sees the key empty
+	for i, want := range []admission.Outcome{admission.Accepted, admission.Accepted, admission.Deferred} {
+		if d := r.admit("k"); d.Outcome != want {
+			t.Fatalf("job %d: %v (%s), want %v", i, d.Outcome, d.Reason, want)
+		}
+	}
+	r.advance(0) // the re-admission is tried: the store is full, the drainer sees room
+	if len(r.readmitted) != 0 || r.stored() != 2 {
+		t.Fatalf("re-admitted %v into a full key (%d stored)", r.readmitted, r.stored())
+	}
+	r.gate.Attach(r.main, r.dfr) // the drainer catches up
+	start := r.clock.Now()
+	for len(r.readmitted) == 0 && r.clock.Now().Sub(start) < 3*time.Second {
+		r.advance(10 * time.Millisecond)
+	}
+	if took := r.clock.Now().Sub(start); len(r.readmitted) == 0 || took > 600*time.Millisecond {
+		t.Errorf("re-admitted %v after %v, want within the room's time (a slot of 250 ms and its hold), not the 1 s backoff", r.readmitted, took)
 	}
 }
