@@ -192,13 +192,24 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 		// stored, or at start). Counted as a failed attempt, it waited the
 		// retry backoff (1 s) instead of the room's time, and came a slot
 		// or more after the time the producer was promised.
+		// While the drainer cannot tell when room comes (freeIn 0: it has
+		// not seen the jobs, or is not the key's), it is asked again after
+		// refusalPause at most a slot, not every millisecond.
 		g.refused(p, m.Token, asked)
 		now = g.now()
-		return &drain.RetryAfterError{After: max(g.freeIn(p, m.Token, g.drained.Key(m.Token, now), asked), time.Millisecond), Cause: "key's queue is full", NotAttempted: true}
+		wait := g.freeIn(p, m.Token, g.drained.Key(m.Token, now), asked)
+		if wait <= 0 {
+			wait = min(p.Outflow.Interval(), refusalPause)
+		}
+		return &drain.RetryAfterError{After: wait, Cause: "key's queue is full", NotAttempted: true}
 	default:
 		return err
 	}
 }
+
+// refusalPause is the longest a re-admission the store refused waits when
+// the drainer cannot say when the key has room.
+const refusalPause = 100 * time.Millisecond
 
 // roomIn is how long until a slot of key token frees, at least 1 ms.
 func (g *Gate) roomIn(p *policies.Policy, token string, now time.Time) time.Duration {

@@ -38,16 +38,24 @@ func TestDeferralsForgottenWithTheKey(t *testing.T) {
 // attempt. Counted as one, it came a second later (the backoff), a slot
 // or more after the time its producer was promised.
 func TestReadmissionRefusedAheadOfTheDrainer(t *testing.T) {
-	r := newRig(t, "policies:\n  - {name: p, outflow: 4/s, queue: 2, overflow: defer, retry: {backoff: 1s}}\n", admission.Config{})
+	r := newRig(t, "policies:\n  - {name: p, outflow: 4/s, queue: 2, overflow: defer, retry: {attempts: 3, backoff: 100ms}}\n", admission.Config{})
 	r.gate.Attach(staleView{r.main, drain.KeyStatus{}}, r.dfr) // the drainer sees the key empty
 	for i, want := range []admission.Outcome{admission.Accepted, admission.Accepted, admission.Deferred} {
 		if d := r.admit("k"); d.Outcome != want {
 			t.Fatalf("job %d: %v (%s), want %v", i, d.Outcome, d.Reason, want)
 		}
 	}
-	r.advance(0) // the re-admission is tried: the store is full, the drainer sees room
+	// The re-admission is tried while the store is full and the drainer
+	// sees room: no attempt is counted, and it is tried again within a
+	// slot, not every millisecond.
+	for range 20 {
+		r.advance(time.Millisecond)
+	}
 	if len(r.readmitted) != 0 || r.stored() != 2 {
 		t.Fatalf("re-admitted %v into a full key (%d stored)", r.readmitted, r.stored())
+	}
+	if st := r.dfr.Stats(); st.Failed != 0 {
+		t.Errorf("the deferred drainer's stats %+v: a refusal of the store counted as a failed attempt", st)
 	}
 	r.gate.Attach(r.main, r.dfr) // the drainer catches up
 	start := r.clock.Now()

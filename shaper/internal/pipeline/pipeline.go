@@ -134,7 +134,7 @@ func New(p policies.Policy, q, deferred Queue, sink drain.Sink, cfg Config) (*Pi
 		OnDeliver:   cfg.OnReadmit,
 		DeadLetter:  cfg.DeferDeadLetter,
 		FailReason:  drain.ReasonAttempts,
-		CountPauses: true, // waiting for room is not an attempt; a failed re-admission is
+		CountPauses: true, // waiting for room (known, or the store's refusal) is no attempt (NotAttempted); a store failing is
 		Passive:     cfg.Passive,
 	})
 	gate.Attach(l.Drain, l.DeferDrain)
