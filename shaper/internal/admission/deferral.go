@@ -192,13 +192,16 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 		// stored, or at start). Counted as a failed attempt, it waited the
 		// retry backoff (1 s) instead of the room's time, and came a slot
 		// or more after the time the producer was promised.
-		// While the drainer cannot tell when room comes (freeIn 0: it has
-		// not seen the jobs, or is not the key's), it is asked again after
-		// refusalPause at most a slot, not every millisecond.
 		g.refused(p, m.Token, asked)
 		now = g.now()
-		wait := g.freeIn(p, m.Token, g.drained.Key(m.Token, now), asked)
-		if wait <= 0 {
+		st := g.drained.Key(m.Token, now)
+		wait := max(g.freeIn(p, m.Token, st, asked), time.Millisecond)
+		if st.FreedAt.IsZero() && g.roomy(p, st) {
+			// The drainer sees room but never freed a slot of the key: it
+			// has not seen the jobs that fill it, or is not the key's, and
+			// cannot tell when room comes. Asked again after a slot or
+			// refusalPause, not every millisecond. (A slot it freed since
+			// the store was asked is room now: 1 ms.)
 			wait = min(p.Outflow.Interval(), refusalPause)
 		}
 		return &drain.RetryAfterError{After: wait, Cause: "key's queue is full", NotAttempted: true}
