@@ -10,7 +10,7 @@ import (
 
 // TestKeymemSmoke runs the benchmark end to end, small (500 keys beside
 // none), and checks that its tables parse: both rows with positive heaps
-// and RSS (but an idle server's sampled heap, which may be 0), the growth
+// and RSS (but the server's sampled heap, which may be 0 this small), the growth
 // per key at 500 keys positive, the sites listed. The figures themselves are
 // not judged.
 func TestKeymemSmoke(t *testing.T) {
@@ -29,9 +29,9 @@ func TestKeymemSmoke(t *testing.T) {
 		for _, col := range []string{"live heap", "shaper's own heap", "nats-server's heap", "RSS", "peak RSS"} {
 			v, ok := benchtest.Positive(row[col])
 			// The profile is sampled (one sample per 512 KiB allocated on
-			// average): the few MB of an idle server's heap can draw no
-			// sample at all.
-			if !ok && !(keys == "0" && col == "nats-server's heap" && row[col] == "0.0 MB" && v == 0) {
+			// average): the few MB of a server's heap, idle or holding 500
+			// small jobs, can draw no sample at all (CI drew none at 500).
+			if !ok && !(col == "nats-server's heap" && row[col] == "0.0 MB" && v == 0) {
 				t.Errorf("%s keys: %s %q, want a positive size", keys, col, row[col])
 			}
 		}
