@@ -3,7 +3,6 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,34 +52,19 @@ func BenchmarkAckRemoval(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			var n atomic.Int64
-			b.SetParallelism(benchParallelism)
-			b.ReportAllocs()
-			cpu0 := cpuTime()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					m := msgs[n.Add(1)-1]
-					var err error
-					if what == "ack" {
-						err = m.DoubleAck(ctx)
-					} else {
-						err = m.Ack()
-					}
-					if err != nil {
-						b.Error(err)
+			cpuPerOp(b, func(i int) error {
+				if what == "ack" {
+					return msgs[i].DoubleAck(ctx)
+				}
+				return msgs[i].Ack()
+			}, func() {
+				for what == "ack-async" {
+					if info, err := s.Info(ctx); err != nil || info.State.Msgs == 0 {
 						return
 					}
+					time.Sleep(time.Millisecond)
 				}
 			})
-			for what == "ack-async" {
-				if info, err := s.Info(ctx); err != nil || info.State.Msgs == 0 {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/float64(time.Microsecond), "cpu-µs/op")
 		})
 	}
 }

@@ -46,30 +46,39 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 			wait()
-			var n atomic.Int64
-			b.SetParallelism(benchParallelism)
-			b.ReportAllocs()
-			cpu0 := cpuTime()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := n.Add(1) - 1
-					var err error
-					if what == "get" {
-						_, err = q.Get(ctx, tokens[i], seqs[i])
-					} else {
-						err = q.Remove(ctx, seqs[i])
-					}
-					if err != nil {
-						b.Error(err)
-						return
-					}
+			cpuPerOp(b, func(i int) error {
+				if what == "get" {
+					_, err := q.Get(ctx, tokens[i], seqs[i])
+					return err
 				}
-			})
-			b.StopTimer()
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/float64(time.Microsecond), "cpu-µs/op")
+				return q.Remove(ctx, seqs[i])
+			}, nil)
 		})
 	}
+}
+
+// cpuPerOp runs op on 0..b.N-1 with benchParallelism × GOMAXPROCS
+// goroutines, then settle (when set) before the timer stops, and reports
+// the process's CPU per op as cpu-µs/op.
+func cpuPerOp(b *testing.B, op func(i int) error, settle func()) {
+	var n atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(int(n.Add(1) - 1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	if settle != nil {
+		settle()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/float64(time.Microsecond), "cpu-µs/op")
 }
 
 // cpuTime returns the CPU time the process has used.

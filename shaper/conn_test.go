@@ -89,13 +89,7 @@ func TestRunStopsWhenNATSConnectionIsClosed(t *testing.T) {
 	srv := testenv.NATS(t)
 	proxy := newErrProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	s, done := runOn(t, "nats://"+proxy.ln.Addr().String())
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatalf("Run = %v before ready", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("shaper not ready after 20s")
-	}
+	waitReady(t, s, done)
 	resp, err := http.Post("http://"+s.HTTPAddr()+"/v1/jobs/burst/k", "text/plain", strings.NewReader("x"))
 	if err != nil {
 		t.Fatal(err)
@@ -145,13 +139,7 @@ func TestRunWaitsForNATSToListen(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	testenv.NATSWith(t, func(o *server.Options) { o.Port = port })
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatalf("Run = %v, want it ready once the server listens", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("shaper not ready 20s after its NATS server came up")
-	}
+	waitReady(t, s, done)
 }
 
 // runOn runs a shaper of burstPolicy on the NATS of url until the test
@@ -167,4 +155,16 @@ func runOn(t *testing.T, url string) (*shaper.Shaper, <-chan error) {
 	go func() { done <- s.Run(ctx); close(finished) }()
 	t.Cleanup(func() { cancel(); <-finished })
 	return s, done
+}
+
+// waitReady waits up to 20 s for s, run by runOn, to be ready.
+func waitReady(t *testing.T, s *shaper.Shaper, done <-chan error) {
+	t.Helper()
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run = %v before ready", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("shaper not ready after 20s")
+	}
 }

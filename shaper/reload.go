@@ -79,8 +79,10 @@ func needsRestart(field string) bool {
 func (s *Shaper) restartNeeded(rep *ReloadReport, file, running policies.Policy) {
 	deliver, partitions := false, false
 	for _, c := range policies.Diff(running, file) {
-		deliver = deliver || strings.HasPrefix(c.Field, "deliver.")
-		partitions = partitions || c.Field == "partitions"
+		if needsRestart(c.Field) {
+			partitions = partitions || c.Field == "partitions"
+			deliver = deliver || c.Field != "partitions"
+		}
 	}
 	if deliver {
 		s.warn(rep, file.Name+": the delivery target changed: restart the shaper to apply it")
