@@ -22,6 +22,9 @@ func showPolicy(c *cli.Context, p client.Policy) {
 	if !p.Total.IsZero() {
 		fmt.Fprintf(w, ", total %s", p.Total)
 	}
+	if p.Partitions > 1 {
+		fmt.Fprintf(w, ", %d partitions", p.Partitions)
+	}
 	if p.Override {
 		fmt.Fprint(w, " (live override")
 		if len(p.Overridden) > 0 {

@@ -155,3 +155,20 @@ func TestPoliciesSetNewAdmitNeedsItsFlags(t *testing.T) {
 		t.Errorf("policies set --admit-fail open: %v\n%s", err, out)
 	}
 }
+
+// What policies set and tune --apply print of a policy drained in
+// partitions says how many: its total is split among them.
+func TestPoliciesShowPartitions(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, `
+policies:
+  - name: p
+    outflow: 5/s
+    queue: 3
+    total: 40/s
+    partitions: 4
+`)})
+	out, _, err := runCLI(t, "policies", "set", "p", "--queue", "6", "--http", s.HTTPAddr())
+	if err != nil || !strings.Contains(out, "p: outflow 5/s per key, queue 6, overflow reject, total 40/s, 4 partitions (live override: queue)") {
+		t.Errorf("policies set p --queue 6 = %q, %v; want the policy's 4 partitions said", out, err)
+	}
+}

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -139,19 +141,32 @@ func (c *Cluster) leaseCall(ctx context.Context, name string, call kvCall, d tim
 
 // logLease says what a step of lease name's machine changed.
 func (c *Cluster) logLease(name string, a leaseAction, m *leaseMachine) {
+	at := leaseAttrs(name)
 	switch a.event {
 	case evTaken:
-		c.log.Info("draining policy", "policy", name, "instance", c.cfg.Instance)
+		c.log.Info("draining policy", append(at, "instance", c.cfg.Instance)...)
 	case evLost:
 		if a.why == "released" {
-			c.log.Info("drain lease released", "policy", name, "instance", c.cfg.Instance)
+			c.log.Info("drain lease released", append(at, "instance", c.cfg.Instance)...)
 			return
 		}
-		c.log.Warn("stopped draining policy: "+a.why, "policy", name, "instance", c.cfg.Instance)
+		c.log.Warn("stopped draining policy: "+a.why, append(at, "instance", c.cfg.Instance)...)
 	case evFailing:
 		c.log.Warn("drain lease: renewal failing; still holding it, delivering until its end, retrying",
-			"policy", name, "until", m.Deadline().Format(time.RFC3339Nano), "err", a.err)
+			append(at, "until", m.Deadline().Format(time.RFC3339Nano), "err", a.err)...)
 	case evRecovered:
-		c.log.Info("drain lease renewed again", "policy", name, "after", m.sent.Sub(a.since).Round(time.Millisecond))
+		c.log.Info("drain lease renewed again", append(at, "after", m.sent.Sub(a.since).Round(time.Millisecond))...)
 	}
+}
+
+// leaseAttrs are the log attributes naming lease name: its policy and,
+// for a partition's lease (PartitionLease: <policy>.p<i>; a policy's name
+// has no dot), the partition, as the drain's own lines name it.
+func leaseAttrs(name string) []any {
+	if policy, p, ok := strings.Cut(name, ".p"); ok {
+		if i, err := strconv.Atoi(p); err == nil {
+			return []any{"policy", policy, "partition", i}
+		}
+	}
+	return []any{"policy", name}
 }
