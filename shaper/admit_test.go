@@ -146,3 +146,31 @@ policies:
 		t.Errorf("after recovery a second job of k3 = %d, want 429 (limits enforced again)", a.code)
 	}
 }
+
+// An admission limit's 429 announces its quota over the window that makes
+// it the limit's rate: a bucket's burst over the time the rate refills it
+// (30/m with burst 5: 5 per 10 s, not 5 per minute), a window
+// algorithm's count over its period.
+func TestAdmitLimitPolicyHeader(t *testing.T) {
+	r := start(t, `
+policies:
+  - {name: bucket, outflow: 100/s, queue: 100, admit: {algorithm: token_bucket, limit: 30/m, burst: 5}}
+  - {name: gcra, outflow: 100/s, queue: 100, admit: {algorithm: gcra, limit: 30/m}}
+  - {name: window, outflow: 100/s, queue: 100, admit: {algorithm: fixed_window, limit: 3/m}}
+`)
+	for _, tc := range []struct{ policy, want string }{
+		{"bucket", `"bucket";q=5;w=10`},
+		{"gcra", `"gcra";q=30;w=60`},
+		{"window", `"window";q=3;w=60`},
+	} {
+		var a answer
+		for range 40 {
+			if a = r.post(t, tc.policy, "k", []byte("x")); a.code == http.StatusTooManyRequests {
+				break
+			}
+		}
+		if got := a.header.Get("RateLimit-Policy"); a.code != http.StatusTooManyRequests || got != tc.want {
+			t.Errorf("%s: %d, RateLimit-Policy %q, want 429 with %q", tc.policy, a.code, got, tc.want)
+		}
+	}
+}

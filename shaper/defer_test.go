@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shaper-dev/shaper/queue"
 )
 
 func TestDeferKeepsEveryJob(t *testing.T) {
@@ -264,5 +266,58 @@ policies:
 				break
 			}
 		}
+	}
+}
+
+// A deferred job keeps its id through re-admission: a retry of its
+// submission (the same Idempotency-Key) found in the queue's duplicate
+// window after it was re-admitted, and delivered, is answered with that
+// id, the one its consumer received, not one made of its sequence; also
+// while its key is full (its slot still held), when the store's duplicate
+// window, not the key's fullness, answers.
+func TestIdempotencyKeyOfAReadmittedJob(t *testing.T) {
+	r := start(t, "policies:\n  - {name: d, outflow: 2/s, queue: 1, overflow: defer}\n")
+	got := collect(t, r.nc, "shaper.out.d.k")
+	r.post(t, "d", "k", []byte("fills"))
+	a1 := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "order-1")
+	if a1.code != 429 || a1.body["deferred"] != true {
+		t.Fatalf("the second job of a full key = %d %v, want a deferred 429", a1.code, a1.body)
+	}
+	ms := got(2, 10*time.Second)
+	if id := ms[1].Header.Get(queue.HeaderJobID); id != a1.body["id"] {
+		t.Fatalf("the re-admitted job was delivered as %q, want its deferred id %v", id, a1.body["id"])
+	}
+	waitFor(t, "the deferred store to let the re-admitted job go", 5*time.Second, func() bool { return r.Status()[0].DeferQueued == 0 })
+	a2 := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "order-1")
+	if a2.code != 202 || a2.body["id"] != a1.body["id"] || a2.body["duplicate"] != true {
+		t.Errorf("its submission again, after re-admission and delivery = %d %v, want 202 with its id %v, a duplicate", a2.code, a2.body, a1.body["id"])
+	}
+	if a3 := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "order-2"); a3.body["duplicate"] != nil || a3.body["id"] == a1.body["id"] {
+		t.Errorf("another Idempotency-Key = %d %v, want a job of its own", a3.code, a3.body)
+	}
+}
+
+// A resubmission under the Idempotency-Key of a job stored before is
+// answered 202 with the first one's id even when its key is full now: the
+// store's duplicate window answers, not the key's fullness, which would
+// refuse a job that was taken (reject), or keep it a second time (defer).
+func TestIdempotencyKeyOfAFullKey(t *testing.T) {
+	for _, overflow := range []string{"reject", "defer"} {
+		t.Run(overflow, func(t *testing.T) {
+			r := start(t, "policies:\n  - {name: f, outflow: 1/h, queue: 1, overflow: "+overflow+"}\n")
+			a1 := r.post(t, "f", "k", []byte("x"), "Idempotency-Key", "order-1")
+			full := r.post(t, "f", "k", []byte("y"))
+			a2 := r.post(t, "f", "k", []byte("x"), "Idempotency-Key", "order-1")
+			if a1.code != 202 || full.code != 429 || a2.code != 202 || a2.body["id"] != a1.body["id"] || a2.body["duplicate"] != true {
+				t.Errorf("stored, the key filled, resubmitted: %d %v, %d, %d %v; want 202, 429, then 202 with the first id, a duplicate", a1.code, a1.body, full.code, a2.code, a2.body)
+			}
+			if a3 := r.post(t, "f", "k", []byte("z"), "Idempotency-Key", "order-2"); a3.code != 429 || a3.body["duplicate"] != nil {
+				t.Errorf("a new Idempotency-Key on the full key = %d %v, want 429", a3.code, a3.body)
+			}
+			st := r.Status()[0]
+			if wantDeferred := map[string]int64{"reject": 0, "defer": 2}[overflow]; st.DeferQueued != wantDeferred {
+				t.Errorf("deferred jobs kept: %d, want %d (the new ones only)", st.DeferQueued, wantDeferred)
+			}
+		})
 	}
 }

@@ -83,6 +83,7 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 			OnReadmit: func(id, key string, deferrals int) {
 				s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Queued, Deferrals: deferrals})
 			},
+			Deferred: s.jobs.Known,
 			Observe: s.recorder.Observe(p.Name),
 			Storage: &s.storage,
 		},

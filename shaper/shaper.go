@@ -286,26 +286,21 @@ serving:
 	}
 
 	// Graceful shutdown: stop admitting, let deliveries in flight end. The
-	// HTTP server and the drain each get the whole budget, at the same time:
-	// an idle keep-alive connection must not hold the drain up.
+	// HTTP server keeps answering meanwhile, as documented: submissions
+	// 503 "stopping", /readyz 503 "not serving", and status, metrics and
+	// the page what the stop is waiting for; it closes once the drain has
+	// stopped, within what is left of the budget (a second at least).
 	s.serving.Store(false)
 	s.log.Info("shutting down: no new jobs; finishing what is in flight", "timeout", s.cfg.ShutdownTimeout)
 	defer s.reportShutdown()()
+	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		ictx, icancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		ictx, icancel := context.WithDeadline(context.Background(), deadline)
 		defer icancel()
 		s.ingress.Stop(ictx)
 	})
-	wg.Go(func() {
-		hctx, hcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-		defer hcancel()
-		if err := hs.Shutdown(hctx); err != nil {
-			s.log.Warn("http shutdown", "err", err)
-			hs.Close()
-		}
-	})
-	dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	dctx, dcancel := context.WithDeadline(context.Background(), deadline)
 	defer dcancel()
 	s.stopping.at("finishing the deliveries in flight")
 	s.policies.stop(dctx, s.log)
@@ -315,6 +310,12 @@ serving:
 	s.stopping.at("answering for the partitions released until their next holders do")
 	s.awaitNextHolders()
 	s.stopping.at("closing the HTTP connections and the NATS submissions")
+	hctx, hcancel := context.WithTimeout(context.Background(), max(time.Until(deadline), time.Second))
+	defer hcancel()
+	if err := hs.Shutdown(hctx); err != nil {
+		s.log.Warn("http shutdown", "err", err)
+		hs.Close()
+	}
 	wg.Wait()
 	s.log.Info("shaper stopped")
 	return runErr

@@ -206,7 +206,14 @@ func (g *Gate) reserve(ctx context.Context, r Request, now time.Time, block bool
 	}
 	res := Reservation{Step: StoreJob, p: p, token: token, now: now}
 	v := g.decide(p, token, now, fresh)
-	if v == full && p.Overflow != policies.OverflowDefer {
+	// A resubmission under an Idempotency-Key asks the store even when its
+	// key is full: its duplicate window answers for a job stored before
+	// (202, the first one's id), and a full key refuses the others as the
+	// drainer would (ErrFull: rejected or deferred in Settle). Only where
+	// the store's bound is the policy's: a queue made smaller live is
+	// bounded by the drainer alone.
+	ask := v == full && r.Idempotency != "" && p.Queue >= g.queue.Limit()
+	if v == full && p.Overflow != policies.OverflowDefer && !ask {
 		// A flood on a full key: answered without making a job at all.
 		g.counts.rejected.Add(1)
 		return decided(g.fullDecision(p, r.Key, token, now))
@@ -214,7 +221,7 @@ func (g *Gate) reserve(ctx context.Context, r Request, now time.Time, block bool
 	h := queue.JobHeader(r.Header)
 	// No id yet: the queue names the job after where it stores it.
 	res.Job = queue.Job{Dedupe: dedupeID(p.Name, r), Key: r.Key, Payload: r.Payload, Header: h}
-	if v == enter {
+	if v == enter || ask {
 		return res
 	}
 	// The key is full or has deferred jobs ahead, and the policy defers.
@@ -247,6 +254,9 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		// No job record is needed: the id names where the job is stored.
 		if rec.Duplicate {
 			g.counts.duplicates.Add(1)
+			if j := r.Job; j.ID == "" && j.Dedupe != "" && g.cfg.Deferred != nil && g.cfg.Deferred(ctx, j.Dedupe) {
+				rec.ID = j.Dedupe // the first submission, deferred, re-admitted since
+			}
 		} else {
 			g.counts.admitted.Add(1)
 		}

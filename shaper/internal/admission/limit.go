@@ -104,13 +104,27 @@ func (g *Gate) admitLimit(ctx context.Context, l *admitLimiter, p *policies.Poli
 		Outcome:    Limited,
 		RetryAfter: max(res.RetryAfter, time.Millisecond),
 		Limits:     res,
-		Window:     a.Limit.Per,
+		Window:     quotaWindow(a, res.Limit),
 		Reason:     fmt.Sprintf("admission limit %s (%s) of policy %q exceeded for this key", a.Limit, a.Algorithm, p.Name),
 	}
 	if err != nil {
 		d.Reason += fmt.Sprintf(" (Redis is unavailable: this shaper enforces its local share, 1/%d of the limit)", g.cfg.Shapers())
 	}
 	return d, false
+}
+
+// quotaWindow is the window that RateLimit-Policy announces the quota of
+// admission limit a over (q=quota;w=window): a window algorithm's period;
+// for the buckets, whose quota is the burst, the time the limit's rate
+// takes to refill it (30/m with burst 5: q=5;w=10), so that q per w reads
+// as the limit's rate, not one quota/count times slower.
+func quotaWindow(a *policies.Admit, quota int64) time.Duration {
+	l := limitOf(a)
+	switch limiter.Algorithm(a.Algorithm) {
+	case limiter.GCRA, limiter.TokenBucket:
+		return l.Period * time.Duration(quota) / time.Duration(l.Count)
+	}
+	return l.Period
 }
 
 // localShare is an in-memory limiter allowing this shaper's share of a

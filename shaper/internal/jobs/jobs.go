@@ -228,6 +228,19 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	return &r, nil
 }
 
+// Known reports whether a record of job id is stored, without waiting for
+// one this shaper put a moment ago (Get does): what an admission asks of a
+// resubmission found in its queue's duplicate window, to answer with the
+// id of a deferred job re-admitted since (whose record is older than its
+// re-admission). An error reads as unknown.
+func (s *Store) Known(ctx context.Context, id string) bool {
+	if !queue.ValidJobID(id) {
+		return false
+	}
+	_, err := s.stream.GetLastMsgForSubject(ctx, recordSubject(id))
+	return err == nil
+}
+
 // FromDelivery returns the record a delivery event of the main drainer of
 // policy leaves, and false when it leaves none: a delivered job is derived
 // from its queue unless it had a record before (its failed attempts), so
