@@ -84,8 +84,8 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 				s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Queued, Deferrals: deferrals})
 			},
 			Deferred: s.jobs.Known,
-			Observe: s.recorder.Observe(p.Name),
-			Storage: &s.storage,
+			Observe:  s.recorder.Observe(p.Name),
+			Storage:  &s.storage,
 		},
 		OnDeliver:       s.onDeliver(p.Name, s.recordDelivery(p.Name)),
 		OnReadmit:       s.recordDeferred(p.Name),
