@@ -151,4 +151,20 @@ policies:
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "submit with POST /v1/jobs/{policy}/{key}") {
 		t.Errorf("POST /v1/jobs/ = %d %s, want 404 naming the job routes", resp.StatusCode, b)
 	}
+	// Without a key, the policy is judged first: an unknown one is 404
+	// naming the known ones, a known one 400 for the missing key.
+	for path, want := range map[string]struct {
+		code int
+		says string
+	}{"/v1/jobs/nope": {404, `unknown policy \"nope\"`}, "/v1/jobs/p": {400, "bad key: empty"}} {
+		resp, err := http.Post(r.base+path, "application/octet-stream", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want.code || !strings.Contains(string(b), want.says) {
+			t.Errorf("POST %s = %d %s, want %d saying %s", path, resp.StatusCode, b, want.code, want.says)
+		}
+	}
 }

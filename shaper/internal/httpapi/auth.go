@@ -29,11 +29,15 @@ func Bearer(token, what string) Guard {
 				h(w, r)
 				return
 			}
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			got, ok := bearerToken(r.Header.Get("Authorization"))
 			switch {
-			case !ok || got == "":
+			case !ok:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="shaper"`)
-				Error(w, http.StatusUnauthorized, what+" needs a bearer token (Authorization: Bearer …)")
+				why := "no Authorization header"
+				if r.Header.Get("Authorization") != "" {
+					why = "the Authorization header is not of the Bearer scheme"
+				}
+				Error(w, http.StatusUnauthorized, what+" needs a bearer token (Authorization: Bearer …): "+why)
 			case subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1:
 				Error(w, http.StatusForbidden, "wrong bearer token for "+what)
 			default:
@@ -41,6 +45,15 @@ func Bearer(token, what string) Guard {
 			}
 		}
 	}
+}
+
+// bearerToken returns the token of an Authorization header value of the
+// Bearer scheme, whose name is case-insensitive (RFC 9110, 11.1):
+// "Bearer t", "bearer t"; false when there is none.
+func bearerToken(v string) (string, bool) {
+	scheme, token, ok := strings.Cut(v, " ")
+	token = strings.TrimLeft(token, " ")
+	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
 }
 
 // Loopback reports whether addr ("host:port" or a host) is a loopback address.

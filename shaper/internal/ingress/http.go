@@ -19,6 +19,11 @@ import (
 func (in *Ingress) Routes(mux *httpapi.Mux, guard httpapi.Guard) {
 	mux.HandleDirect("POST", "/v1/jobs/", "policy", "key", guard(in.handleSubmit))
 	mux.HandleFunc("POST /v1/jobs/{policy}", guard(func(w http.ResponseWriter, r *http.Request) {
+		// The policy is judged first, as with a key: an unknown one is 404.
+		if _, _, a, ok := in.gate(submission{policy: r.PathValue("policy")}); !ok {
+			writeAnswer(w, a)
+			return
+		}
 		writeAnswer(w, failed(http.StatusBadRequest, "bad key: empty (POST /v1/jobs/{policy}/{key})"))
 	}))
 }
