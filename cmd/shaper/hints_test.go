@@ -106,7 +106,7 @@ func TestDidYouMean(t *testing.T) {
 		{[]string{"policies", "set", "orders", "--reset", "outflw"}, `unknown field "outflw" (did you mean "outflow"?)`},
 		{[]string{"policies", "set", "orders", "--reset", "adapt.flor"}, `adapt: unknown field "flor" (did you mean "floor"?)`},
 		{[]string{"dead", "list", "--reason", "deadlin"}, `reason "deadlin": want attempts, deadline, delivery or undecodable (did you mean "deadline"?)`},
-		{[]string{"policies", "chek"}, `no command "chek"; the commands are set, reset, check (did you mean "check"?) (see shaper policies --help)`},
+		{[]string{"policies", "chek"}, `no command "chek"; the commands are get, set, reset, check (did you mean "check"?) (see shaper policies --help)`},
 		{[]string{"policies", "set", "orders", "--adapt-flor", "2/s"}, `unknown flag --adapt-flor (did you mean "--adapt-floor"?)`},
 	})
 
@@ -251,7 +251,7 @@ func TestCommandLineMends(t *testing.T) {
 	}{
 		{[]string{"help"}, "COMMANDS:\n   serve"},
 		{[]string{"help", "tune"}, "shaper tune - replay a trace"},
-		{[]string{"help", "policies"}, "COMMANDS:\n   set "},
+		{[]string{"help", "policies"}, "COMMANDS:\n   get "},
 		{[]string{"--version"}, "shaper version "},
 	} {
 		out, _, err := runCLI(t, tc.args...)

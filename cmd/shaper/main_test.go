@@ -303,7 +303,7 @@ policies:
 	// Nobody subscribes to shaper.out.later: its delivery found no
 	// consumer, and status says so, with what to do.
 	out, _, err := runCLI(t, "status", "--http", s.HTTPAddr())
-	if want := "(nobody answers its deliveries on shaper.out.later.>; its jobs stay queued until one subscribes, e.g. producer sink --subject 'shaper.out.later.>', with --nats-url when the NATS server is not at nats://127.0.0.1:4222)"; err != nil || !strings.Contains(out, "waiting for a consumer: later since ") || !strings.Contains(out, want) {
+	if want := "(nobody answers its deliveries on shaper.out.later.>; its jobs stay queued until one subscribes, e.g. producer sink --subject 'shaper.out.later.>', with --nats-url set to the shaper's NATS server (its \"shaper serving\" log line names it) unless that is nats://127.0.0.1:4222)"; err != nil || !strings.Contains(out, "waiting for a consumer: later since ") || !strings.Contains(out, want) {
 		t.Errorf("status = %v\n%s\nwant a line saying later waits for a consumer, ending %q", err, out, want)
 	}
 	// Once one subscribes, the drain's next probe delivers, and the line goes.

@@ -234,6 +234,12 @@ func policiesCommand() *cli.Command {
 		Name:  "policies",
 		Usage: "check policy files; tune a running shaper's policies",
 		Subcommands: []*cli.Command{{
+			Name:      "get",
+			Usage:     "show a running shaper's policies as they run: the file's values and the live changes",
+			ArgsUsage: "[NAME]",
+			Flags:     apiFlags(),
+			Action:    getPolicies,
+		}, {
 			Name:      "set",
 			Usage:     "tune a policy of running shapers live (kept as an override until reset)",
 			ArgsUsage: "NAME",
@@ -310,6 +316,32 @@ func policiesCommand() *cli.Command {
 			},
 		}},
 	}
+}
+
+// getPolicies shows policy NAME of the running shaper, or all of them, as
+// policies set shows what it changed.
+func getPolicies(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return cmdline.Args(c, "shaper policies get [NAME]", "NAME")
+	}
+	api, err := apiClient(c, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	var all []client.Policy
+	if name := c.Args().First(); name != "" {
+		p, err := api.Policy(c.Context, name)
+		all = append(all, p)
+		if err != nil {
+			return apiError(err, "policies get")
+		}
+	} else if all, err = api.Policies(c.Context); err != nil {
+		return apiError(err, "policies get")
+	}
+	for _, p := range all {
+		showPolicy(c, p)
+	}
+	return nil
 }
 
 // checkLine is policy p in a line, as policies check prints it: the

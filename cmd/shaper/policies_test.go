@@ -172,3 +172,22 @@ policies:
 		t.Errorf("policies set p --queue 6 = %q, %v; want the policy's 4 partitions said", out, err)
 	}
 }
+
+// policies get shows one running policy, or all, with their live changes.
+func TestPoliciesGet(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: a, outflow: 5/s, queue: 3}\n  - {name: b, outflow: 1/s, queue: 9}\n")})
+	if _, _, err := runCLI(t, "policies", "set", "a", "--queue", "4", "--http", s.HTTPAddr()); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "policies", "get", "a", "--http", s.HTTPAddr())
+	if err != nil || out != "a: outflow 5/s per key, queue 4, overflow reject (live override: queue)\n" {
+		t.Errorf("policies get a = %q, %v", out, err)
+	}
+	out, _, err = runCLI(t, "policies", "get", "--http", s.HTTPAddr())
+	if err != nil || !strings.Contains(out, "a: outflow 5/s per key, queue 4") || !strings.Contains(out, "b: outflow 1/s per key, queue 9, overflow reject\n") {
+		t.Errorf("policies get = %q, %v; want both", out, err)
+	}
+	if _, _, err := runCLI(t, "policies", "get", "nope", "--http", s.HTTPAddr()); err == nil || !strings.Contains(err.Error(), `unknown policy "nope"`) {
+		t.Errorf("policies get nope: %v, want the unknown policy named", err)
+	}
+}

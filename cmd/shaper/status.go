@@ -96,7 +96,7 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	}
 	for _, p := range all {
 		if p.WaitingForConsumer != nil {
-			fmt.Fprintf(w, "waiting for a consumer: %s since %s (nobody answers its deliveries on %s.>; its jobs stay queued until one subscribes, e.g. producer sink --subject '%s.>', with --nats-url when the NATS server is not at nats://127.0.0.1:4222)\n",
+			fmt.Fprintf(w, "waiting for a consumer: %s since %s (nobody answers its deliveries on %s.>; its jobs stay queued until one subscribes, e.g. producer sink --subject '%s.>', with --nats-url set to the shaper's NATS server (its \"shaper serving\" log line names it) unless that is nats://127.0.0.1:4222)\n",
 				p.Name, p.WaitingForConsumer.Local().Format("15:04:05"), p.Deliver.Subject, p.Deliver.Subject)
 		}
 	}

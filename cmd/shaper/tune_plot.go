@@ -198,10 +198,10 @@ func plotSVG(r *tuneReport) string {
 // one's curves are the current one's (drawn once).
 func timeLines(r *tuneReport) (lines []plotted, same bool) {
 	cur := &r.Results[r.Current]
-	lines = []plotted{{"current: " + replay.Describe(cur.Policy), plotColors[0], cur.Series}}
+	lines = []plotted{{"current: " + replay.DescribeAmong(r.Results, cur.Policy), plotColors[0], cur.Series}}
 	if r.hasTargets() && r.Choice.Best >= 0 && r.Choice.Best != r.Current {
 		best := &r.Results[r.Choice.Best]
-		name := "recommended: " + replay.Describe(best.Policy)
+		name := "recommended: " + replay.DescribeAmong(r.Results, best.Policy)
 		if same = reflect.DeepEqual(best.Series, cur.Series); same {
 			name += " (the same curves)"
 		}

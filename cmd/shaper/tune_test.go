@@ -359,4 +359,10 @@ func TestTuneSaysWhatTheLinesDrop(t *testing.T) {
 	if !strings.Contains(out, "replayed in the policy's 4 partitions, as the shapers drain it: a total cap is split into 4 equal shares (total/4 each)") {
 		t.Errorf("tune of a policy in 4 partitions does not say so:\n%s", out)
 	}
+	// Among candidates with and without a total, the recommendation says
+	// which it is: "outflow 4/s, queue 20" alone reads as the current one.
+	out, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20", "--total", "none,60/s", "--max-reject", "5%")
+	if err != nil || !strings.Contains(out, "recommended: outflow 4/s, queue 20, no total is the cheapest candidate") {
+		t.Errorf("tune recommending no total among totals: %v, does not say no total:\n%s", err, out)
+	}
 }

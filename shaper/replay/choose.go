@@ -138,7 +138,7 @@ func Choose(results []Result, t Targets) Choice {
 // chosen explains the choice of best over the cheaper candidates.
 func chosen(results []Result, cheaper []int, best int, targets []target, fails func(int, target) bool) Choice {
 	c := Choice{Best: best}
-	name := Describe(results[best].Policy)
+	name := DescribeAmong(results, results[best].Policy)
 	if len(targets) == 0 {
 		c.Reason = name + " is the cheapest candidate: no target was given"
 		return c
@@ -162,7 +162,7 @@ func chosen(results []Result, cheaper []int, best int, targets []target, fails f
 	}
 	c.Binding = binding.name
 	c.Reason = fmt.Sprintf("%s is the cheapest candidate that meets every target (%s); %s binds: %d of the %d cheaper candidates miss it, e.g. %s with %s",
-		name, binding.show(&results[best]), binding.name, most, len(cheaper), Describe(results[example].Policy), binding.show(&results[example]))
+		name, binding.show(&results[best]), binding.name, most, len(cheaper), DescribeAmong(results, results[example].Policy), binding.show(&results[example]))
 	return c
 }
 
@@ -183,7 +183,7 @@ func noneMeets(results []Result, order []int, targets []target, fails func(int, 
 		}
 		if best >= 0 {
 			c.Binding = tg.name
-			c.Reason = fmt.Sprintf("no candidate meets %s: the best, %s, has %s; try %s", tg.limit, Describe(results[best].Policy), tg.show(&results[best]), tg.fix)
+			c.Reason = fmt.Sprintf("no candidate meets %s: the best, %s, has %s; try %s", tg.limit, DescribeAmong(results, results[best].Policy), tg.show(&results[best]), tg.fix)
 			return c
 		}
 	}
@@ -219,7 +219,7 @@ func noneMeets(results []Result, order []int, targets []target, fails func(int, 
 	}
 	c.Binding = binding.name
 	c.Reason = fmt.Sprintf("no candidate meets every target: %s binds; of the candidates with %s, the best is %s with %s (want %s); try %s",
-		binding.name, strings.Join(others, " and "), Describe(results[example].Policy), binding.show(&results[example]), binding.limit, binding.fix)
+		binding.name, strings.Join(others, " and "), DescribeAmong(results, results[example].Policy), binding.show(&results[example]), binding.limit, binding.fix)
 	return c
 }
 

@@ -158,3 +158,23 @@ func Describe(p policies.Policy) string {
 	}
 	return s
 }
+
+// DescribeAmong is Describe of p, one of the policies of results, naming
+// what p lacks that others have ("no total", "no adapt"): among
+// candidates with and without a total, "outflow 6/m, queue 10" alone
+// would read as the one with the total.
+func DescribeAmong(results []Result, p policies.Policy) string {
+	s := Describe(p)
+	var total, adapt bool
+	for i := range results {
+		total = total || !results[i].Policy.Total.IsZero()
+		adapt = adapt || results[i].Policy.Adapt != nil
+	}
+	if total && p.Total.IsZero() {
+		s += ", no total"
+	}
+	if adapt && p.Adapt == nil {
+		s += ", no adapt"
+	}
+	return s
+}
