@@ -71,7 +71,7 @@ func DecodeKey(token string) (string, error) {
 		return "", err
 	}
 	if !plain(token) {
-		return "", fmt.Errorf("%w: token %q", ErrBadKey, token)
+		return "", fmt.Errorf("%w: token %q: a token is a key of [A-Za-z0-9_-] as it is, or %s and the key's unpadded base64url (EncodeKey)", ErrBadKey, token, encodedPrefix)
 	}
 	return token, nil
 }

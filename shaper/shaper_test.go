@@ -218,6 +218,13 @@ func TestNATSSubmit(t *testing.T) {
 		b["error"] != `the Shaper-Key header "a.b c" does not match the subject's key token "other": that key's subject is shaper.submit.burst.`+tok {
 		t.Errorf("NATS submit with mismatched Shaper-Key = %v, want error 400 naming the key's subject", b)
 	}
+	// A token that is no key's encoding says what a token is, and the
+	// subject of the key it spells.
+	pct, _ := queue.EncodeKey("a%2Fb")
+	if b, _ := reply("shaper.submit.burst.a%2Fb", nil)["error"].(string); !strings.Contains(b, "a token is a key of [A-Za-z0-9_-] as it is") ||
+		!strings.HasSuffix(b, `key "a%2Fb" is shaper.submit.burst.`+pct) {
+		t.Errorf("NATS submit with token a%%2Fb = %q, want what a token is and the key's subject", b)
+	}
 	if b := reply("shaper.submit.nope.k", nil); b["code"] != 404.0 {
 		t.Errorf("NATS submit to unknown policy = %v, want 404", b)
 	}

@@ -262,7 +262,11 @@ func (n *natsIngress) submission(m *nats.Msg) (submission, answer, bool) {
 	if key == "" {
 		var err error
 		if key, err = queue.DecodeKey(token); err != nil {
-			return submission{}, failed(400, err.Error()), false
+			detail := err.Error()
+			if enc, e := queue.EncodeKey(token); e == nil && enc != token {
+				detail += ": key " + httpapi.Quote(token) + " is " + n.root + policy + "." + enc
+			}
+			return submission{}, failed(400, detail), false
 		}
 	} else if enc, err := queue.EncodeKey(key); err != nil {
 		return submission{}, failed(400, err.Error()), false
