@@ -33,7 +33,9 @@
 // one subject token (queue.EncodeKey), so no key can reach another route
 // or subject.
 //
-// WithRetry waits a refusal's RetryAfter and submits again, within a bound;
+// WithRetry waits a refusal's RetryAfter and submits again, within a bound
+// (after repeated refusals with a growing random spread, so that many
+// producers refused together spread their retries);
 // it never resubmits a deferred job, which the shaper keeps, nor a job
 // answered with an error. Give an idempotency key with it, so that a job
 // is stored once however often it is sent.

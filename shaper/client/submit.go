@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -104,7 +105,9 @@ func WithTraceparent(tp string) SubmitOption {
 
 // WithRetry makes Submit wait and submit again while the job is refused and
 // not kept (OutcomeRejected, OutcomeLimited), honouring each refusal's
-// RetryAfter, as long as the next try starts within maxWait of the first
+// RetryAfter (exactly after the first refusal; after each further one with
+// up to 10 ms, 20 ms, … at most 1 s more at random, so that producers
+// refused together do not all come back together), as long as the next try starts within maxWait of the first
 // one (and before ctx's deadline). It never resubmits a deferred job (it
 // is kept) nor after an error (a 4xx other than 429, a 5xx, a transport
 // error: a 503'd job may have been stored). Give an idempotency key too, so
@@ -235,6 +238,28 @@ func limitedDetail(detail string) bool {
 
 // retrier decides, after each try of a submission, whether WithRetry
 // makes another one, and waits for it.
+// retryWait is how long a retrier waits after the attempts-th try was
+// refused saying retryAfter: that long for the first refusal, exactly (a
+// lone producer gets the slot it was told of), and after each further one
+// up to twice as much again at random, from 10 ms to at most a second
+// more: producers refused together are told the same instant, and only
+// one of them can take the slot; without the spread they would all come
+// back together, again and again. rnd is rand.Int64N.
+func retryWait(retryAfter time.Duration, attempts int, rnd func(int64) int64) time.Duration {
+	wait := max(retryAfter, time.Millisecond)
+	if attempts < 2 {
+		return wait
+	}
+	spread := min(retrySpreadMin<<min(attempts-2, 10), retrySpreadMax)
+	return wait + time.Duration(rnd(int64(spread)+1))
+}
+
+// The spread retryWait adds after the second refusal, and its bound.
+const (
+	retrySpreadMin = 10 * time.Millisecond
+	retrySpreadMax = time.Second
+)
+
 type retrier struct {
 	within   time.Duration // WithRetry's bound; 0: no retries
 	start    time.Time     // of the first try
@@ -254,7 +279,7 @@ func (r *retrier) next(ctx context.Context, res *Result, err error) (bool, error
 	if r.attempts == 1 {
 		r.start = now // close enough: the first answer is in
 	}
-	wait := max(res.RetryAfter, time.Millisecond)
+	wait := retryWait(res.RetryAfter, r.attempts, rand.Int64N)
 	next := now.Add(wait)
 	if next.Sub(r.start) > r.within {
 		return false, nil
