@@ -44,6 +44,9 @@ func deferredCommand() *cli.Command {
 							if !j.NextTry.IsZero() {
 								next = j.NextTry.Format(time.RFC3339)
 							}
+							if j.Reason != "" { // past it: WHY says what it waits for
+								next += " (past)"
+							}
 							return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s", j.Policy, j.Seq, printable(j.Key), j.ID,
 								j.DeferredAt.Format(time.RFC3339), j.Deferrals, next, printable(cmp.Or(j.Reason, j.LastError)))
 						},

@@ -67,14 +67,15 @@ policies:
 	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Deferred) != 4 || page.Next == "" {
 		t.Errorf("deferred list --json = %q, %v; want a page of 4 with its next", out, err)
 	}
-	// Past its next try, the first says why it still waits: no consumer.
+	// Past its next try, the first says so, and why it still waits: no
+	// consumer.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		out, _, err := runCLI(t, "deferred", "list", "--http", addr, "--policy", "later", "--limit", "1")
-		if err == nil && strings.Contains(out, "WHY") && strings.Contains(out, "waiting for a consumer since") {
+		if err == nil && strings.Contains(out, "WHY") && strings.Contains(out, "(past)") && strings.Contains(out, "waiting for a consumer since") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("deferred list after the first job's next try = %q, %v; want WHY: waiting for a consumer since …", out, err)
+			t.Fatalf("deferred list after the first job's next try = %q, %v; want its next try (past), WHY: waiting for a consumer since …", out, err)
 		}
 	}
 	if _, _, err := runCLI(t, "deferred", "list", "--http", addr, "--limit", "1001"); exitCode(err) != 2 || !strings.Contains(err.Error(), "1 to 1000") {
