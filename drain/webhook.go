@@ -12,9 +12,12 @@ import (
 
 // WebhookSink POSTs each job to an HTTP endpoint. The body is the payload;
 // the Shaper-* headers and traceparent travel as HTTP headers. A 2xx answer
-// is a delivery; 429 or 503 with Retry-After is a *RetryAfterError (the
-// drainer pauses the key that long); any other answer, a transport error or
-// a timeout is a failed delivery. It is safe for concurrent use.
+// is a delivery; 429 or 503 with a Retry-After in the future is a
+// *RetryAfterError (the drainer pauses the key that long); any other
+// answer (a redirect too: it is not followed, since following it would
+// take the job elsewhere, and a 302 or 303 without its body), a
+// transport error or a timeout is a failed delivery. It is safe for
+// concurrent use.
 type WebhookSink struct {
 	url     string
 	client  *http.Client
@@ -38,7 +41,9 @@ func NewWebhookSink(url string, timeout time.Duration, client *http.Client) *Web
 			IdleConnTimeout:     90 * time.Second,
 		}}
 	}
-	return &WebhookSink{url: url, client: client, timeout: timeout}
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &WebhookSink{url: url, client: &c, timeout: timeout}
 }
 
 // Deliver implements Sink.
@@ -63,7 +68,10 @@ func (s *WebhookSink) Deliver(ctx context.Context, d *Delivery) error {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
-		if after, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		// A Retry-After of 0, or of a date already past, asks for no
+		// pause: a failed attempt then, with the policy's backoff, not an
+		// immediate try again that counts toward nothing.
+		if after, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && after > 0 {
 			return &RetryAfterError{After: after, Cause: resp.Status}
 		}
 	}
