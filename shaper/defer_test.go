@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper"
 )
 
 func TestDeferKeepsEveryJob(t *testing.T) {
@@ -319,5 +322,40 @@ func TestIdempotencyKeyOfAFullKey(t *testing.T) {
 				t.Errorf("deferred jobs kept: %d, want %d (the new ones only)", st.DeferQueued, wantDeferred)
 			}
 		})
+	}
+}
+
+// A retry of a deferred job re-admitted since, while another deferred job
+// of its key still waits (so the retry is deferred behind it, and the
+// deferred store's duplicate window answers), leaves its status as it is:
+// it read "deferred" again, with a next try, while the job was queued.
+func TestIdempotencyKeyOfAReadmittedJobBehindAnother(t *testing.T) {
+	r := start(t, "policies:\n  - {name: d, outflow: 5/s, queue: 2, overflow: defer}\n", func(c *shaper.Config) {
+		c.ShutdownTimeout = time.Second // the slow consumer's last deliveries are not waited for
+	})
+	sub, err := r.nc.Subscribe("shaper.out.d.>", func(m *nats.Msg) {
+		time.AfterFunc(time.Second, func() { m.Respond(nil) }) // a slow consumer
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	var ids []string
+	for i := range 4 {
+		a := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", fmt.Sprint("f", i))
+		id, _ := a.body["id"].(string)
+		ids = append(ids, id)
+	}
+	status := func(id string) string {
+		_, body := jobStatus(t, r.base, id)
+		s, _ := body["status"].(string)
+		return s
+	}
+	waitFor(t, "the third job re-admitted while the fourth waits", 10*time.Second, func() bool {
+		return status(ids[2]) == "queued" && status(ids[3]) == "deferred"
+	})
+	r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "f2")
+	if s := status(ids[2]); s == "deferred" {
+		t.Errorf("after a retry of the re-admitted job, its status is %q, want it queued (or delivered)", s)
 	}
 }

@@ -83,9 +83,12 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 			OnReadmit: func(id, key string, deferrals int) {
 				s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Queued, Deferrals: deferrals})
 			},
-			Deferred: s.jobs.Known,
-			Observe:  s.recorder.Observe(p.Name),
-			Storage:  &s.storage,
+			Deferred: func(ctx context.Context, id string) (was, still bool) {
+				rec := s.jobs.Peek(ctx, id)
+				return rec != nil, rec != nil && rec.Status == jobs.Deferred
+			},
+			Observe: s.recorder.Observe(p.Name),
+			Storage: &s.storage,
 		},
 		OnDeliver:       s.onDeliver(p.Name, s.recordDelivery(p.Name)),
 		OnReadmit:       s.recordDeferred(p.Name),

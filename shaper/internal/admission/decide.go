@@ -254,8 +254,10 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		// No job record is needed: the id names where the job is stored.
 		if rec.Duplicate {
 			g.counts.duplicates.Add(1)
-			if j := r.Job; j.ID == "" && j.Dedupe != "" && g.cfg.Deferred != nil && g.cfg.Deferred(ctx, j.Dedupe) {
-				rec.ID = j.Dedupe // the first submission, deferred, re-admitted since
+			if j := r.Job; j.ID == "" && j.Dedupe != "" && g.cfg.Deferred != nil {
+				if was, _ := g.cfg.Deferred(ctx, j.Dedupe); was {
+					rec.ID = j.Dedupe // the first submission, deferred, re-admitted since
+				}
 			}
 		} else {
 			g.counts.admitted.Add(1)

@@ -140,7 +140,14 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	// waiting there and the deferred jobs ahead of it: it starts as the
 	// key's fresh job that many places on would.
 	eta := max(g.drained.StartIn(token, freshJobs(main)+ahead, now), g.room(p, token, main, now))
-	if g.cfg.OnDefer != nil {
+	// A resubmission of a job re-admitted since (the deferred store's
+	// duplicate window still knows it) leaves its record as it is.
+	readmitted := false
+	if rec.Duplicate && g.cfg.Deferred != nil {
+		was, still := g.cfg.Deferred(ctx, job.ID)
+		readmitted = was && !still
+	}
+	if g.cfg.OnDefer != nil && !readmitted {
 		g.cfg.OnDefer(job.ID, job.Key, now.Add(eta))
 	}
 	d := g.fullDecision(p, job.Key, token, now)

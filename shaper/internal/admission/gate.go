@@ -71,13 +71,16 @@ type Config struct {
 	OnDefer   func(id, key string, next time.Time)
 	OnReadmit func(id, key string, deferrals int)
 	// Deferred, when set, reports whether a job of this id was deferred
-	// (OnDefer was told of it, by any shaper). A deferred job keeps its
-	// own id through re-admission, its Idempotency-Key's hash
+	// (OnDefer was told of it, by any shaper), and whether it still is
+	// (OnReadmit was not told of it since). A deferred job keeps its own
+	// id through re-admission, its Idempotency-Key's hash
 	// (queue.DedupeID), which is also what a retry of its submission is
 	// stored as: a retry found in the queue's duplicate window after the
 	// re-admission is answered with that id, not the one its sequence
-	// would make. Without it such a retry is answered with the latter.
-	Deferred func(ctx context.Context, id string) bool
+	// would make; and a retry found in the deferred store's window after
+	// it does not mark it deferred again. Without it such a retry is
+	// answered with the latter, and OnDefer is told of every deferral.
+	Deferred func(ctx context.Context, id string) (was, still bool)
 	// Now is the clock of re-admissions and deferrals. Default time.Now;
 	// a replay passes its virtual clock.
 	Now func() time.Time

@@ -228,17 +228,24 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	return &r, nil
 }
 
-// Known reports whether a record of job id is stored, without waiting for
-// one this shaper put a moment ago (Get does): what an admission asks of a
-// resubmission found in its queue's duplicate window, to answer with the
-// id of a deferred job re-admitted since (whose record is older than its
-// re-admission). An error reads as unknown.
-func (s *Store) Known(ctx context.Context, id string) bool {
+// Peek returns the record of job id, or nil when there is none (or it
+// cannot be read), without waiting for one this shaper put a moment ago
+// (Get does): what an admission asks of a resubmission found in a
+// duplicate window, to answer with the id of a deferred job re-admitted
+// since (whose record is older than its re-admission).
+func (s *Store) Peek(ctx context.Context, id string) *Record {
 	if !queue.ValidJobID(id) {
-		return false
+		return nil
 	}
-	_, err := s.stream.GetLastMsgForSubject(ctx, recordSubject(id))
-	return err == nil
+	m, err := s.stream.GetLastMsgForSubject(ctx, recordSubject(id))
+	if err != nil {
+		return nil
+	}
+	var r Record
+	if json.Unmarshal(m.Data, &r) != nil {
+		return nil
+	}
+	return &r
 }
 
 // FromDelivery returns the record a delivery event of the main drainer of
