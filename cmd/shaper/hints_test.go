@@ -73,15 +73,15 @@ func TestPoliciesCheckAdapt(t *testing.T) {
 		}
 	}
 
-	// The same blocks, set live: the same words.
+	// The same blocks, set live: the same words, on the policy's line.
 	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, hintPolicies)})
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"orders", "--adapt", "on"}, "  adapt: per key (default floor 2/s, latency target 1.5 × learned baseline)\n"},
-		{[]string{"tenants", "--adapt-tolerance", "2"}, "  adapt: per key (floor 5/s, latency target 2 × learned baseline)\n"},
-		{[]string{"reports", "--adapt-floor", "6/s"}, "  adapt: per policy (floor 6/s, latency target 300ms)\n"},
+		{[]string{"orders", "--adapt", "on"}, ", adapt per key (default floor 2/s, latency target 1.5 × learned baseline), "},
+		{[]string{"tenants", "--adapt-tolerance", "2"}, ", adapt per key (floor 5/s, latency target 2 × learned baseline), "},
+		{[]string{"reports", "--adapt-floor", "6/s"}, ", adapt per policy (floor 6/s, latency target 300ms), "},
 		{[]string{"orders", "--adapt", "off"}, "  adapt: off\n"},
 	} {
 		out, _, err := runCLI(t, append(append([]string{"policies", "set"}, tc.args...), "--http", s.HTTPAddr())...)

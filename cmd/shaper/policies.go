@@ -14,17 +14,16 @@ import (
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
-// showPolicy prints a policy as a change or reset left it, with its retry
-// and admit blocks when a live override touches them.
-func showPolicy(c *cli.Context, p client.Policy) {
+// showPolicy prints a policy as it runs, or as a change or reset left
+// it: its line as policies check prints it (with adapt, concurrency and
+// where it delivers), the live override's fields, and its retry and
+// admit blocks when a live override touches them, or always with all
+// (policies get).
+func showPolicy(c *cli.Context, p client.Policy, all ...bool) {
 	w := c.App.Writer
-	fmt.Fprintf(w, "%s: outflow %s per key, queue %d, overflow %s", p.Name, p.Outflow, p.Queue, p.Overflow)
-	if !p.Total.IsZero() {
-		fmt.Fprintf(w, ", total %s", p.Total)
-	}
-	if p.Partitions > 1 {
-		fmt.Fprintf(w, ", %d partitions", p.Partitions)
-	}
+	pol := p.Policy
+	pol.Partitions = p.Partitions // the API says it beside the policy
+	fmt.Fprint(w, checkLine(pol))
 	if p.Override {
 		fmt.Fprint(w, " (live override")
 		if len(p.Overridden) > 0 {
@@ -33,6 +32,7 @@ func showPolicy(c *cli.Context, p client.Policy) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
+	every := len(all) > 0 && all[0]
 	var retry, admit, adapt, concurrency bool
 	for _, f := range p.Overridden {
 		retry = retry || strings.HasPrefix(f, "retry")
@@ -40,23 +40,21 @@ func showPolicy(c *cli.Context, p client.Policy) {
 		adapt = adapt || strings.HasPrefix(f, "adapt")
 		concurrency = concurrency || strings.HasPrefix(f, "concurrency")
 	}
-	if r := p.Retry; retry {
+	if r := p.Retry; retry || every {
 		fmt.Fprintf(w, "  retry: attempts %d, backoff %v, max_backoff %v, deadline %v, budget %s\n", r.Attempts, r.Backoff, r.MaxBackoff, r.Deadline, r.Budget)
 	}
 	if a := p.Admit; admit && a == nil {
 		fmt.Fprintln(w, "  admit: off")
-	} else if admit {
+	} else if a != nil && (admit || every) {
 		fmt.Fprintf(w, "  admit: %s %s, burst %d, shadow %v, fail %s\n", a.Algorithm, a.Limit, a.Burst, a.Shadow, a.Fail)
 	}
-	if adapt {
-		fmt.Fprintln(w, "  adapt: "+p.AdaptText()) // as policies check shows it
+	// The line shows adapt and concurrency unless they are off or the
+	// default: say so when an override made them that.
+	if adapt && p.Adapt == nil {
+		fmt.Fprintln(w, "  adapt: off")
 	}
-	if c := p.Concurrency; concurrency {
-		total := "none"
-		if c.Total > 0 {
-			total = fmt.Sprint(c.Total)
-		}
-		fmt.Fprintf(w, "  concurrency: key %d, total %s\n", c.Key, total)
+	if c := p.Concurrency; concurrency && c.Key <= policies.DefaultConcurrencyKey && c.Total == 0 {
+		fmt.Fprintf(w, "  concurrency: key %d, total none\n", c.Key)
 	}
 }
 
@@ -339,7 +337,7 @@ func getPolicies(c *cli.Context) error {
 		return apiError(err, "policies get")
 	}
 	for _, p := range all {
-		showPolicy(c, p)
+		showPolicy(c, p, true)
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ policies:
 
 	out, _, err = runCLI(t, "policies", "set", "p", "--adapt-floor", "2/s", "--adapt-tolerance", "2", "--http", addr)
 	if err != nil || !strings.Contains(out, "(live override: adapt.floor, adapt.tolerance)") ||
-		!strings.Contains(out, "adapt: per key (floor 2/s, latency target 2 × learned baseline)") {
+		!strings.Contains(out, ", adapt per key (floor 2/s, latency target 2 × learned baseline), ") {
 		t.Errorf("policies set --adapt-floor 2/s --adapt-tolerance 2 = %q, %v", out, err)
 	}
 	if got := policy(); got.Adapt == nil || *got.Adapt != (policies.Adapt{Per: policies.AdaptPerKey, Floor: policies.Rate{N: 2, Per: time.Second}, Tolerance: 2}) {
@@ -82,7 +82,7 @@ policies:
 		t.Errorf("policies set --reset adapt = %v, override %v; want the file's policy", err, policy().Override)
 	}
 	out, _, err = runCLI(t, "policies", "set", "p", "--concurrency-key", "2", "--concurrency-total", "4", "--http", addr)
-	if err != nil || !strings.Contains(out, "concurrency: key 2, total 4") {
+	if err != nil || !strings.Contains(out, ", 2 awaiting receipt per key (4 in all), ") {
 		t.Errorf("policies set --concurrency-key 2 --concurrency-total 4 = %q, %v", out, err)
 	}
 	if got := policy(); got.Concurrency != (policies.Concurrency{Key: 2, Total: 4}) {
@@ -168,24 +168,32 @@ policies:
     partitions: 4
 `)})
 	out, _, err := runCLI(t, "policies", "set", "p", "--queue", "6", "--http", s.HTTPAddr())
-	if err != nil || !strings.Contains(out, "p: outflow 5/s per key, queue 6, overflow reject, total 40/s, 4 partitions (live override: queue)") {
+	if err != nil || !strings.Contains(out, "p: outflow 5/s per key, queue 6, overflow reject, total 40/s, 4 partitions, deliver shaper.out.p.<key> (live override: queue)") {
 		t.Errorf("policies set p --queue 6 = %q, %v; want the policy's 4 partitions said", out, err)
 	}
 }
 
 // policies get shows one running policy, or all, with their live changes.
 func TestPoliciesGet(t *testing.T) {
-	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: a, outflow: 5/s, queue: 3}\n  - {name: b, outflow: 1/s, queue: 9}\n")})
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: a, outflow: 5/s, queue: 3}\n  - {name: b, outflow: 1/s, queue: 9}\n"+
+		"  - {name: c, outflow: 1/s, queue: 9, adapt: on, concurrency: {key: 2}, admit: {algorithm: gcra, limit: 10/s}, deliver: {webhook: 'http://127.0.0.1:9/h'}}\n")})
 	if _, _, err := runCLI(t, "policies", "set", "a", "--queue", "4", "--http", s.HTTPAddr()); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := runCLI(t, "policies", "get", "a", "--http", s.HTTPAddr())
-	if err != nil || out != "a: outflow 5/s per key, queue 4, overflow reject (live override: queue)\n" {
+	if err != nil || out != "a: outflow 5/s per key, queue 4, overflow reject, deliver shaper.out.a.<key> (live override: queue)\n  retry: attempts 10, backoff 1s, max_backoff 1m0s, deadline 24h0m0s, budget 20%\n" {
 		t.Errorf("policies get a = %q, %v", out, err)
 	}
 	out, _, err = runCLI(t, "policies", "get", "--http", s.HTTPAddr())
-	if err != nil || !strings.Contains(out, "a: outflow 5/s per key, queue 4") || !strings.Contains(out, "b: outflow 1/s per key, queue 9, overflow reject\n") {
+	if err != nil || !strings.Contains(out, "a: outflow 5/s per key, queue 4") || !strings.Contains(out, "b: outflow 1/s per key, queue 9, overflow reject, deliver shaper.out.b.<key>\n") {
 		t.Errorf("policies get = %q, %v; want both", out, err)
+	}
+	// What the file sets shows too, not only what an override changed.
+	out, _, err = runCLI(t, "policies", "get", "c", "--http", s.HTTPAddr())
+	for _, want := range []string{", adapt per key (", ", 2 awaiting receipt per key, webhook http://127.0.0.1:9/h\n", "\n  admit: gcra 10/s, burst 0"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("policies get c = %q, %v; want %q", out, err, want)
+		}
 	}
 	if _, _, err := runCLI(t, "policies", "get", "nope", "--http", s.HTTPAddr()); err == nil || !strings.Contains(err.Error(), `unknown policy "nope"`) {
 		t.Errorf("policies get nope: %v, want the unknown policy named", err)
