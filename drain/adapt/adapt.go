@@ -21,7 +21,11 @@
 //     capacity = offered / (1 + slope). The rate is set just under it, by
 //     the share of the queue to drain within Config.Drain:
 //     rate = capacity × (1 − excess delay / Drain). It never rises while
-//     congested.
+//     congested. A latency over the learned target that neither rises
+//     nor falls, window after window, once the cuts took a quarter off
+//     what was offered, is no queue (it would have drained): the
+//     downstream got slower for good, and its latency becomes the
+//     baseline at once.
 //   - Clear: with a capacity learnt, a rate well under it returns half way
 //     to it per window; near it, the rate probes up by a small gain
 //     (Probe, 1 %) that doubles with every clear window (at most 16 %), as
@@ -75,6 +79,9 @@ const (
 	significance = 3    // standard errors a rising slope must clear
 	maxDrainCut  = 0.15 // the most a congested window sets the rate under the capacity
 	maxFailCut   = 0.5  // the same, when deliveries also timed out or failed
+	fallen       = 0.95 // a congested window's mean under this share of the one before: the queue drains
+	flatWindows  = 2    // cut windows in a row whose latency neither rose nor fell, …
+	flatCut      = 0.75 // … once the rate is under this share of where the cuts began: a slower downstream
 )
 
 // Config is how a Controller adapts. The zero value means the defaults.
@@ -139,6 +146,14 @@ type Controller struct {
 
 	blind int    // windows in a row in which nothing was answered in time
 	win   window // the window being observed
+
+	// congested is the mean latency of the last window, when it was cut
+	// for latency alone (0: it was not); flat counts such windows in a
+	// row whose mean did not fall under fallen of the one before, and
+	// cutFrom is the rate before the first of them.
+	congested time.Duration
+	flat      int
+	cutFrom   float64
 }
 
 // New returns a Controller at its ceiling (per second), which it starts
@@ -258,17 +273,34 @@ func (c *Controller) adapt(elapsed time.Duration) {
 	default:
 		c.baseline = min(time.Duration(float64(c.baseline)*(1+creep))+1, mean)
 	}
-	target := c.cfg.Latency
-	if target <= 0 {
-		tol := c.cfg.Tolerance
-		if tol <= 1 {
-			tol = DefaultTolerance
-		}
-		target = time.Duration(float64(c.baseline) * tol)
-	}
+	target := c.targetOver(c.baseline)
 	c.target = target
+	congested, flat, cutFrom := c.congested, c.flat, c.cutFrom
+	c.congested, c.flat, c.cutFrom = 0, 0, 0
 	switch {
+	case c.cfg.Latency <= 0 && !overload && mean > target && !w.all.rising() && congested > 0 && float64(mean) >= fallen*float64(congested) &&
+		flat+1 >= flatWindows && c.rate <= flatCut*cutFrom:
+		// Cut after cut, by a quarter now, the latency over the target
+		// neither rose nor fell: a queue would have drained under the
+		// cuts (a standing one at the capacity drains under the first
+		// few). The downstream got slower for good (a longer service
+		// time, not a fuller queue): its latency is the baseline now,
+		// learnt at once rather than by the creep (minutes), and the
+		// rate is held; clear windows then take it back up, and a real
+		// queue shows as a rising latency.
+		c.baseline = mean
+		c.target = c.targetOver(mean)
+		c.reason = Reason{Kind: Latency, Ratio: 1, Target: c.target}
 	case overload || mean > target || w.all.rising():
+		if !overload && !w.all.rising() {
+			c.congested, c.cutFrom = mean, cutFrom
+			if congested == 0 {
+				c.cutFrom = min(c.rate, offered) // what was offered: a rate not used was no load
+			}
+			if congested > 0 && float64(mean) >= fallen*float64(congested) {
+				c.flat = flat + 1
+			}
+		}
 		// The downstream queues: its capacity from the slope of the
 		// latency of the deliveries answered, and a rate under it that
 		// drains the queue within Drain.
@@ -319,6 +351,19 @@ func (c *Controller) adapt(elapsed time.Duration) {
 	if math.IsNaN(c.rate) {
 		c.rate = c.floor()
 	}
+}
+
+// targetOver is the latency target over baseline: Config.Latency, or
+// baseline times the tolerance.
+func (c *Controller) targetOver(baseline time.Duration) time.Duration {
+	if c.cfg.Latency > 0 {
+		return c.cfg.Latency
+	}
+	tol := c.cfg.Tolerance
+	if tol <= 1 {
+		tol = DefaultTolerance
+	}
+	return time.Duration(float64(baseline) * tol)
 }
 
 // SetConfig changes the configuration and the ceiling, keeping what the

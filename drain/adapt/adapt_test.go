@@ -186,3 +186,24 @@ func TestReasonString(t *testing.T) {
 		}
 	}
 }
+
+// A downstream that got slower for good (its service time 20 ms, then
+// 125 ms, with room to spare: no queue, the latency flat) is cut at most
+// twice, not to the floor: cut after cut its latency neither rose nor
+// fell, so it is learnt as the baseline and the rate returns to the
+// ceiling. It was cut by about 5 % every window, down to the floor, while
+// the baseline crept up 0.2 % a window (a tour found 2.5/s of a ceiling of
+// 20 against a downstream taking 8).
+func TestSlowerDownstreamIsNoQueue(t *testing.T) {
+	c := New(Config{}, 20)
+	at := feed(c, t0, 60, 50*time.Millisecond, steady(20*time.Millisecond))
+	lowest := c.Rate()
+	for range 40 {
+		at = feed(c, at, int(math.Ceil(c.Rate())), time.Duration(float64(time.Second)/c.Rate()), steady(125*time.Millisecond))
+		lowest = min(lowest, c.Rate())
+	}
+	st := c.Status()
+	if lowest < 0.7*20 || st.Rate < 0.95*20 || st.Baseline != 125*time.Millisecond {
+		t.Errorf("a downstream 125 ms slow with no queue: lowest rate %.2f, now %+v; want at least 14/s, back to 20/s, the baseline 125 ms", lowest, st)
+	}
+}
