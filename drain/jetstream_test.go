@@ -27,12 +27,13 @@ import (
 // rig is a policy's queue and drainer on a real in-process JetStream, with a
 // subscriber recording every delivery.
 type rig struct {
-	t   *testing.T
-	nc  *nats.Conn
-	q   *queue.Queue
-	d   *drain.Drainer
-	pol policies.Policy
-	sub *nats.Subscription
+	t       *testing.T
+	nc      *nats.Conn
+	q       *queue.Queue
+	d       *drain.Drainer
+	pol     policies.Policy
+	sub     *nats.Subscription // the rig's consumer, on subConn
+	subConn *nats.Conn
 
 	mu   sync.Mutex
 	got  []delivery
@@ -69,6 +70,7 @@ func newRig(t *testing.T, p policies.Policy, sinkCfg drain.NATSConfig) *rig {
 		t.Fatal(err)
 	}
 	subConn := testenv.Connect(t, s)
+	r.subConn = subConn
 	r.sub, err = subConn.Subscribe(p.DeliverSubject()+".>", func(m *nats.Msg) {
 		a, _ := strconv.Atoi(m.Header.Get(queue.HeaderAttempt))
 		r.mu.Lock()
@@ -93,6 +95,20 @@ func newRig(t *testing.T, p policies.Policy, sinkCfg drain.NATSConfig) *rig {
 	r.d = drain.New(r.q, r.sink(sinkCfg), paceOf(p), drain.Config{})
 	t.Cleanup(r.d.Stop)
 	return r
+}
+
+// noConsumer unsubscribes the rig's consumer, and waits until the server
+// knows: a delivery sent before the UNSUB reached it would go to the
+// consumer no longer reading, and time out (a failed attempt), instead of
+// finding no responders.
+func (r *rig) noConsumer() {
+	r.t.Helper()
+	if err := r.sub.Unsubscribe(); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.subConn.Flush(); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 func (r *rig) sink(cfg drain.NATSConfig) drain.Sink {
@@ -191,7 +207,7 @@ func TestJetStreamDrainLeavesQueuedJobs(t *testing.T) {
 func TestJetStreamWaitsForAConsumer(t *testing.T) {
 	p := policy(t, "50/s", 10)
 	r := newRig(t, p, drain.NATSConfig{})
-	r.sub.Unsubscribe()
+	r.noConsumer()
 	sink, err := drain.NewNATSSink(r.nc, drain.NATSConfig{Subject: p.DeliverSubject(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +263,7 @@ func TestJetStreamWaitsForAConsumer(t *testing.T) {
 func TestJetStreamRetriesUnansweredDelivery(t *testing.T) {
 	p := policy(t, "50/s", 10)
 	r := newRig(t, p, drain.NATSConfig{})
-	r.sub.Unsubscribe()
+	r.noConsumer()
 	r.d.Stop()
 	r.d = drain.New(r.q, r.sink(drain.NATSConfig{Timeout: 200 * time.Millisecond}), paceOf(p), drain.Config{})
 	t.Cleanup(r.d.Stop)

@@ -17,9 +17,9 @@ import (
 // showPolicy prints a policy as it runs, or as a change or reset left
 // it: its line as policies check prints it (with adapt, concurrency and
 // where it delivers), the live override's fields, and its retry and
-// admit blocks when a live override touches them, or always with all
+// admit blocks when a live override touches them, or always with every
 // (policies get).
-func showPolicy(c *cli.Context, p client.Policy, all ...bool) {
+func showPolicy(c *cli.Context, p client.Policy, every bool) {
 	w := c.App.Writer
 	pol := p.Policy
 	pol.Partitions = p.Partitions // the API says it beside the policy
@@ -32,7 +32,6 @@ func showPolicy(c *cli.Context, p client.Policy, all ...bool) {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
-	every := len(all) > 0 && all[0]
 	var retry, admit, adapt, concurrency bool
 	for _, f := range p.Overridden {
 		retry = retry || strings.HasPrefix(f, "retry")
@@ -270,7 +269,7 @@ func policiesCommand() *cli.Command {
 				if err != nil {
 					return apiError(err, "policies set")
 				}
-				showPolicy(c, p)
+				showPolicy(c, p, false)
 				return nil
 			},
 		}, {
@@ -291,7 +290,7 @@ func policiesCommand() *cli.Command {
 					return apiError(err, "policies reset")
 				}
 				fmt.Fprintf(c.App.Writer, "%s: back to the policy file, no live change kept\n", p.Name)
-				showPolicy(c, p)
+				showPolicy(c, p, false)
 				return nil
 			},
 		}, {
@@ -329,10 +328,10 @@ func getPolicies(c *cli.Context) error {
 	var all []client.Policy
 	if name := c.Args().First(); name != "" {
 		p, err := api.Policy(c.Context, name)
-		all = append(all, p)
 		if err != nil {
 			return apiError(err, "policies get")
 		}
+		all = append(all, p)
 	} else if all, err = api.Policies(c.Context); err != nil {
 		return apiError(err, "policies get")
 	}

@@ -156,31 +156,21 @@ func TestPoliciesSetNewAdmitNeedsItsFlags(t *testing.T) {
 	}
 }
 
-// What policies set and tune --apply print of a policy drained in
-// partitions says how many: its total is split among them.
-func TestPoliciesShowPartitions(t *testing.T) {
-	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, `
-policies:
-  - name: p
-    outflow: 5/s
-    queue: 3
-    total: 40/s
-    partitions: 4
-`)})
+// policies get shows one running policy, or all, with their live changes;
+// what it, policies set and tune --apply print of a policy drained in
+// partitions says how many (its total is split among them).
+func TestPoliciesGet(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: a, outflow: 5/s, queue: 3}\n  - {name: b, outflow: 1/s, queue: 9}\n"+
+		"  - {name: c, outflow: 1/s, queue: 9, adapt: on, concurrency: {key: 2}, admit: {algorithm: gcra, limit: 10/s}, deliver: {webhook: 'http://127.0.0.1:9/h'}}\n"+
+		"  - {name: p, outflow: 5/s, queue: 3, total: 40/s, partitions: 4}\n")})
 	out, _, err := runCLI(t, "policies", "set", "p", "--queue", "6", "--http", s.HTTPAddr())
 	if err != nil || !strings.Contains(out, "p: outflow 5/s per key, queue 6, overflow reject, total 40/s, 4 partitions, deliver shaper.out.p.<key> (live override: queue)") {
 		t.Errorf("policies set p --queue 6 = %q, %v; want the policy's 4 partitions said", out, err)
 	}
-}
-
-// policies get shows one running policy, or all, with their live changes.
-func TestPoliciesGet(t *testing.T) {
-	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: a, outflow: 5/s, queue: 3}\n  - {name: b, outflow: 1/s, queue: 9}\n"+
-		"  - {name: c, outflow: 1/s, queue: 9, adapt: on, concurrency: {key: 2}, admit: {algorithm: gcra, limit: 10/s}, deliver: {webhook: 'http://127.0.0.1:9/h'}}\n")})
 	if _, _, err := runCLI(t, "policies", "set", "a", "--queue", "4", "--http", s.HTTPAddr()); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := runCLI(t, "policies", "get", "a", "--http", s.HTTPAddr())
+	out, _, err = runCLI(t, "policies", "get", "a", "--http", s.HTTPAddr())
 	if err != nil || out != "a: outflow 5/s per key, queue 4, overflow reject, deliver shaper.out.a.<key> (live override: queue)\n  retry: attempts 10, backoff 1s, max_backoff 1m0s, deadline 24h0m0s, budget 20%\n" {
 		t.Errorf("policies get a = %q, %v", out, err)
 	}

@@ -391,7 +391,7 @@ func applyTuning(c *cli.Context, p policies.Policy) error {
 	change.Adapt = adaptChange(p.Adapt, running.Adapt)
 	if change.IsEmpty() {
 		fmt.Fprint(c.App.Writer, "nothing to apply, the shaper runs the recommendation: ")
-		showPolicy(c, running)
+		showPolicy(c, running, false)
 		return nil
 	}
 	live, err := api.SetPolicy(c.Context, p.Name, change)
@@ -399,6 +399,6 @@ func applyTuning(c *cli.Context, p policies.Policy) error {
 		return apiError(err, "tune --apply")
 	}
 	fmt.Fprint(c.App.Writer, "applied: ")
-	showPolicy(c, live)
+	showPolicy(c, live, false)
 	return nil
 }

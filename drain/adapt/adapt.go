@@ -277,9 +277,13 @@ func (c *Controller) adapt(elapsed time.Duration) {
 	c.target = target
 	congested, flat, cutFrom := c.congested, c.flat, c.cutFrom
 	c.congested, c.flat, c.cutFrom = 0, 0, 0
+	rising := w.all.rising()
+	// Over the target for latency alone (no failures, not rising), and
+	// the latency did not fall since the last such window.
+	latencyOnly := !overload && !rising
+	unmoved := latencyOnly && congested > 0 && float64(mean) >= fallen*float64(congested)
 	switch {
-	case c.cfg.Latency <= 0 && !overload && mean > target && !w.all.rising() && congested > 0 && float64(mean) >= fallen*float64(congested) &&
-		flat+1 >= flatWindows && c.rate <= flatCut*cutFrom:
+	case c.cfg.Latency <= 0 && mean > target && unmoved && flat+1 >= flatWindows && c.rate <= flatCut*cutFrom:
 		// Cut after cut, by a quarter now, the latency over the target
 		// neither rose nor fell: a queue would have drained under the
 		// cuts (a standing one at the capacity drains under the first
@@ -291,13 +295,13 @@ func (c *Controller) adapt(elapsed time.Duration) {
 		c.baseline = mean
 		c.target = c.targetOver(mean)
 		c.reason = Reason{Kind: Latency, Ratio: 1, Target: c.target}
-	case overload || mean > target || w.all.rising():
-		if !overload && !w.all.rising() {
+	case overload || mean > target || rising:
+		if latencyOnly {
 			c.congested, c.cutFrom = mean, cutFrom
 			if congested == 0 {
 				c.cutFrom = min(c.rate, offered) // what was offered: a rate not used was no load
 			}
-			if congested > 0 && float64(mean) >= fallen*float64(congested) {
+			if unmoved {
 				c.flat = flat + 1
 			}
 		}

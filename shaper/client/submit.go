@@ -107,8 +107,8 @@ func WithTraceparent(tp string) SubmitOption {
 // not kept (OutcomeRejected, OutcomeLimited), honouring each refusal's
 // RetryAfter (exactly after the first refusal; after each further one with
 // up to 10 ms, 20 ms, … at most 1 s more at random, so that producers
-// refused together do not all come back together), as long as the next try starts within maxWait of the first
-// one (and before ctx's deadline). It never resubmits a deferred job (it
+// refused together do not all come back together), as long as the next
+// try starts within maxWait of the first one (and before ctx's deadline). It never resubmits a deferred job (it
 // is kept) nor after an error (a 4xx other than 429, a 5xx, a transport
 // error: a 503'd job may have been stored). Give an idempotency key too, so
 // that a retry whose first try was in fact stored is stored once.
@@ -236,13 +236,11 @@ func limitedDetail(detail string) bool {
 	return strings.HasPrefix(detail, "admission limit ")
 }
 
-// retrier decides, after each try of a submission, whether WithRetry
-// makes another one, and waits for it.
 // retryWait is how long a retrier waits after the attempts-th try was
-// refused saying retryAfter: that long for the first refusal, exactly (a
-// lone producer gets the slot it was told of), and after each further one
-// up to twice as much again at random, from 10 ms to at most a second
-// more: producers refused together are told the same instant, and only
+// refused saying retryAfter: that long after the first refusal, exactly
+// (a lone producer gets the slot it was told of), and after each further
+// one that long plus a random spread of up to 10 ms, 20 ms, … at most a
+// second: producers refused together are told the same instant, and only
 // one of them can take the slot; without the spread they would all come
 // back together, again and again. rnd is rand.Int64N.
 func retryWait(retryAfter time.Duration, attempts int, rnd func(int64) int64) time.Duration {
@@ -260,6 +258,8 @@ const (
 	retrySpreadMax = time.Second
 )
 
+// retrier decides, after each try of a submission, whether WithRetry
+// makes another one, and waits for it.
 type retrier struct {
 	within   time.Duration // WithRetry's bound; 0: no retries
 	start    time.Time     // of the first try

@@ -76,7 +76,7 @@ func (g *Gate) refused(p *policies.Policy, token string, asked time.Time) {
 	if !g.drained.Active() {
 		return
 	}
-	if room := g.freeIn(p, token, g.drained.Key(token, asked), asked); room > 0 {
+	if room, _ := g.freeIn(p, token, g.drained.Key(token, asked), asked); room > 0 {
 		g.full.Store(token, asked.Add(room))
 	}
 }
@@ -92,17 +92,17 @@ func (g *Gate) refused(p *policies.Policy, token string, asked time.Time) {
 // store asked after the drainer last freed a slot of the key is the
 // second. A drainer that never freed one (a passive one, or a key new to
 // it, whose RoomIn is only a guess) cannot tell: 0, and the producer asks
-// again.
+// again; known is false then.
 //
 // Jobs whose slots the drainer is freeing at this moment (Freeing) are not
 // counted as staying: when the others leave room, that room is the one
 // being freed, now; when they fill the key (a job took the freed slot
 // already), the room comes after the key's next attempt.
-func (g *Gate) freeIn(p *policies.Policy, token string, st drain.KeyStatus, asked time.Time) time.Duration {
+func (g *Gate) freeIn(p *policies.Policy, token string, st drain.KeyStatus, asked time.Time) (d time.Duration, known bool) {
 	if g.roomy(p, st) && (st.FreedAt.IsZero() || !st.FreedAt.Before(asked)) {
-		return 0
+		return 0, !st.FreedAt.IsZero()
 	}
-	return g.room(p, token, st, asked)
+	return g.room(p, token, st, asked), true
 }
 
 // room is how long from now until the key with token token of p has room,
@@ -384,7 +384,7 @@ func (g *Gate) fullDecision(p *policies.Policy, key, token string, now time.Time
 	st, noConsumer := g.keyConsumer(token, now)
 	interval := p.Outflow.Interval()
 	queued := max(st.Queued, int64(p.Queue))
-	room := g.freeIn(p, token, st, now)
+	room, _ := g.freeIn(p, token, st, now)
 	return Decision{
 		Outcome:    Full,
 		Queued:     queued,

@@ -201,9 +201,9 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 		// or more after the time the producer was promised.
 		g.refused(p, m.Token, asked)
 		now = g.now()
-		st := g.drained.Key(m.Token, now)
-		wait := max(g.freeIn(p, m.Token, st, asked), time.Millisecond)
-		if st.FreedAt.IsZero() && g.roomy(p, st) {
+		wait, known := g.freeIn(p, m.Token, g.drained.Key(m.Token, now), asked)
+		wait = max(wait, time.Millisecond)
+		if !known {
 			// The drainer sees room but never freed a slot of the key: it
 			// has not seen the jobs that fill it, or is not the key's, and
 			// cannot tell when room comes. Asked again after a slot or

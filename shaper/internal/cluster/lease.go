@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,12 +40,13 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // first is called once the first attempt is over, so that a lone shaper
 // drains from the moment it is ready.
 func (c *Cluster) HoldLease(ctx context.Context, name string, held func(holding bool, until time.Time), first func()) {
-	c.holdLease(ctx, name, false, held, first)
+	c.holdLease(ctx, name, leaseLog(name, 0, 1), false, held, first)
 }
 
-// holdLease is HoldLease; an eager standby looks at the entry every
-// LeaseTTL/30 even while its holder renews it.
-func (c *Cluster) holdLease(ctx context.Context, name string, eager bool, held func(holding bool, until time.Time), first func()) {
+// holdLease is HoldLease, its log lines naming the lease by attrs
+// (leaseLog); an eager standby looks at the entry every LeaseTTL/30 even
+// while its holder renews it.
+func (c *Cluster) holdLease(ctx context.Context, name string, attrs []any, eager bool, held func(holding bool, until time.Time), first func()) {
 	m := newLeaseMachine(c.cfg.LeaseTTL, c.cfg.Instance, nuid.Next())
 	m.eager = eager
 	clock := c.cfg.Clock
@@ -56,7 +55,7 @@ func (c *Cluster) holdLease(ctx context.Context, name string, eager bool, held f
 		until   time.Time
 	)
 	report := func(a leaseAction) {
-		c.logLease(name, a, m)
+		c.logLease(attrs, a, m)
 		if m.held() != holding || !m.Deadline().Equal(until) {
 			holding, until = m.held(), m.Deadline()
 			held(holding, until)
@@ -139,9 +138,9 @@ func (c *Cluster) leaseCall(ctx context.Context, name string, call kvCall, d tim
 	return kvResult{outcome: outFailed, err: err}
 }
 
-// logLease says what a step of lease name's machine changed.
-func (c *Cluster) logLease(name string, a leaseAction, m *leaseMachine) {
-	at := leaseAttrs(name)
+// logLease says what a step of the machine of the lease named by at
+// (leaseLog) changed.
+func (c *Cluster) logLease(at []any, a leaseAction, m *leaseMachine) {
 	switch a.event {
 	case evTaken:
 		c.log.Info("draining policy", append(at, "instance", c.cfg.Instance)...)
@@ -159,14 +158,13 @@ func (c *Cluster) logLease(name string, a leaseAction, m *leaseMachine) {
 	}
 }
 
-// leaseAttrs are the log attributes naming lease name: its policy and,
-// for a partition's lease (PartitionLease: <policy>.p<i>; a policy's name
-// has no dot), the partition, as the drain's own lines name it.
-func leaseAttrs(name string) []any {
-	if policy, p, ok := strings.Cut(name, ".p"); ok {
-		if i, err := strconv.Atoi(p); err == nil {
-			return []any{"policy", policy, "partition", i}
-		}
+// leaseLog is the log attributes naming the lease of partition i of n of
+// policy, as the drain's own lines name it: the policy, and the partition
+// when the policy has several. (Appending to it copies: a literal's
+// capacity is its length.)
+func leaseLog(policy string, i, n int) []any {
+	if n <= 1 {
+		return []any{"policy", policy}
 	}
-	return []any{"policy", name}
+	return []any{"policy", policy, "partition", i}
 }

@@ -16,8 +16,8 @@ func TestLeaseLogNamesThePartition(t *testing.T) {
 	var buf bytes.Buffer
 	c := &Cluster{cfg: Config{Instance: "a"}, log: slog.New(slog.NewTextHandler(&buf, nil))}
 	m := newLeaseMachine(time.Second, "a", "run")
-	c.logLease(PartitionLease("orders", 1, 8), leaseAction{event: evTaken}, m)
-	c.logLease(PartitionLease("orders", 0, 1), leaseAction{event: evLost, why: "released"}, m)
+	c.logLease(leaseLog("orders", 1, 8), leaseAction{event: evTaken}, m)
+	c.logLease(leaseLog("orders", 0, 1), leaseAction{event: evLost, why: "released"}, m)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("logged %d lines, want 2:\n%s", len(lines), buf.String())

@@ -314,7 +314,7 @@ func (c *Cluster) HoldPartitions(ctx context.Context, name string, n int, held f
 				}
 				go func() {
 					defer close(h.done)
-					c.holdLease(hctx, PartitionLease(name, i, n), n > 1, func(on bool, until time.Time) {
+					c.holdLease(hctx, PartitionLease(name, i, n), leaseLog(name, i, n), n > 1, func(on bool, until time.Time) {
 						if i == 0 {
 							held0.Store(on)
 						}

@@ -29,12 +29,13 @@ func Bearer(token, what string) Guard {
 				h(w, r)
 				return
 			}
-			got, ok := bearerToken(r.Header.Get("Authorization"))
+			auth := r.Header.Get("Authorization")
+			got, ok := bearerToken(auth)
 			switch {
 			case !ok:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="shaper"`)
 				why := "no Authorization header"
-				if r.Header.Get("Authorization") != "" {
+				if auth != "" {
 					why = "the Authorization header is not of the Bearer scheme"
 				}
 				Error(w, http.StatusUnauthorized, what+" needs a bearer token (Authorization: Bearer …): "+why)

@@ -197,12 +197,26 @@ func (s *Store) Write(ctx context.Context, r Record) error {
 var ErrNotFound = errors.New("no such job")
 
 // Get returns the record of job id; ErrNotFound when there is none.
-func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
+func (s *Store) Get(ctx context.Context, id string) (*Record, error) { return s.read(ctx, id, true) }
+
+// Peek returns the record of job id, or nil when there is none (or it
+// cannot be read), without waiting for one this shaper put a moment ago
+// (Get does): what an admission asks of a resubmission found in a
+// duplicate window, to answer with the id of a deferred job re-admitted
+// since (whose record is older than its re-admission).
+func (s *Store) Peek(ctx context.Context, id string) *Record {
+	r, _ := s.read(ctx, id, false)
+	return r
+}
+
+// read is Get; with settle, a record not found while this shaper put one
+// a moment ago is looked for again.
+func (s *Store) read(ctx context.Context, id string, settle bool) (*Record, error) {
 	if !queue.ValidJobID(id) {
 		return nil, ErrNotFound // never used in a subject
 	}
 	m, err := s.stream.GetLastMsgForSubject(ctx, recordSubject(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) && time.Since(time.Unix(0, s.put.Load())) < recordSettle {
+	if settle && errors.Is(err, jetstream.ErrMsgNotFound) && time.Since(time.Unix(0, s.put.Load())) < recordSettle {
 		// Put does not wait for JetStream: a record this shaper put a
 		// moment ago (a deferred job's, answered 429 with its id just
 		// before) may not be stored yet. Once what it published has
@@ -226,26 +240,6 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 		return nil, fmt.Errorf("job record %s: %w", id, err)
 	}
 	return &r, nil
-}
-
-// Peek returns the record of job id, or nil when there is none (or it
-// cannot be read), without waiting for one this shaper put a moment ago
-// (Get does): what an admission asks of a resubmission found in a
-// duplicate window, to answer with the id of a deferred job re-admitted
-// since (whose record is older than its re-admission).
-func (s *Store) Peek(ctx context.Context, id string) *Record {
-	if !queue.ValidJobID(id) {
-		return nil
-	}
-	m, err := s.stream.GetLastMsgForSubject(ctx, recordSubject(id))
-	if err != nil {
-		return nil
-	}
-	var r Record
-	if json.Unmarshal(m.Data, &r) != nil {
-		return nil
-	}
-	return &r
 }
 
 // FromDelivery returns the record a delivery event of the main drainer of
