@@ -256,11 +256,14 @@ func (c *Controller) adapt(elapsed time.Duration) {
 		// once, then hold while the downstream works off what it queued
 		// before (the deliveries after a cut find it still there), and
 		// back off again only after holdWindows such windows.
+		c.reason = w.overloadReason(seconds)
 		if c.blind++; c.blind == 1 || c.blind > holdWindows+1 {
 			c.rate = c.clamp(min(c.rate, offered) * backoff)
 			c.capacity, c.gain, c.blind = 0, probe, 1
+		} else {
+			// Say so: the rate shown was set before, not by this window.
+			c.reason.Hold = holdWindows + 2 - c.blind
 		}
-		c.reason = w.overloadReason(seconds)
 		return
 	}
 	c.blind = 0

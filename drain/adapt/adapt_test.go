@@ -1,7 +1,9 @@
 package adapt
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -110,10 +112,15 @@ func TestTimeoutsBackOffThenHold(t *testing.T) {
 		if math.Abs(c.Rate()-want) > 0.01 {
 			t.Fatalf("blind window %d after the cut: rate %.2f, want it held at %.1f", i+1, c.Rate(), want)
 		}
+		// A tour read "5 timeouts of 5 in 8s" beside a rate near the
+		// ceiling as a cut that did not happen: a held rate says so.
+		if r := c.Status().Reason; r.Kind != Timeouts || r.Hold != holdWindows-i || !strings.Contains(r.String(), fmt.Sprintf("held while the downstream works off what it queued, cut again after %d more", holdWindows-i)) {
+			t.Fatalf("blind window %d after the cut: reason %+v (%q), want timeouts held for %d more windows", i+1, r, r, holdWindows-i)
+		}
 	}
 	feed(c, at, 40, time.Duration(float64(time.Second)/c.Rate()), timeout)
-	if c.Rate() >= want {
-		t.Errorf("after %d blind windows: rate %.2f, want another back-off", holdWindows+1, c.Rate())
+	if c.Rate() >= want || c.Status().Reason.Hold != 0 {
+		t.Errorf("after %d blind windows: rate %.2f, reason %q, want another back-off", holdWindows+1, c.Rate(), c.Status().Reason)
 	}
 	for range 50 {
 		at = feed(c, at, 10, time.Duration(float64(time.Second)/c.Rate()), timeout)
@@ -172,6 +179,7 @@ func TestReasonString(t *testing.T) {
 	}{
 		{Reason{Kind: Latency, Ratio: 2.14, Target: 30 * time.Millisecond}, "latency 2.1× baseline (target 30ms)"},
 		{Reason{Kind: Timeouts, Count: 3, Of: 40, Window: 10 * time.Second}, "3 timeouts of 40 in 10s"},
+		{Reason{Kind: Timeouts, Count: 5, Of: 5, Window: 8 * time.Second, Hold: 1}, "5 timeouts of 5 in 8s: held while the downstream works off what it queued, cut again after 1 more such window"},
 		{Reason{Kind: Failures, Count: 5, Of: 20, Window: time.Second}, "5 failures of 20 in 1s"},
 		{Reason{Kind: Recovering, Capacity: 19.5}, "recovering toward 19.5/s"},
 		{Reason{Kind: AtCeiling}, "at ceiling"},

@@ -43,7 +43,11 @@ type Reason struct {
 	Of       int           // of how many deliveries
 	Window   time.Duration // in how long
 	Capacity float64       // Recovering: the capacity returned to, per second
-	text     string        // the text a Reason read from JSON says
+	// Hold, for Timeouts, Throttled429 and Failures of a window in which
+	// nothing was answered in time: the rate was not cut again but held,
+	// and is cut after this many more such windows (0: it was cut).
+	Hold int
+	text string // the text a Reason read from JSON says
 }
 
 // String says the reason in a few words: "latency 2.1× baseline",
@@ -52,6 +56,21 @@ func (r Reason) String() string {
 	if r.text != "" {
 		return r.text
 	}
+	s := r.words()
+	if r.Hold > 0 {
+		s += fmt.Sprintf(": held while the downstream works off what it queued, cut again after %d more such window%s", r.Hold, plural(r.Hold))
+	}
+	return s
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func (r Reason) words() string {
 	switch r.Kind {
 	case Latency:
 		return fmt.Sprintf("latency %.1f× baseline (target %v)", r.Ratio, r.Target.Round(time.Millisecond))
