@@ -198,9 +198,15 @@ func TestAdaptLiveStep(t *testing.T) {
 			t.Errorf("phase %d: %d of %d attempts failed at steady state, want under 1 %%", i, f, n)
 		}
 		// The drain starts at most 51 in a second (the virtual-clock tests
-		// check it exactly); their arrivals at the webhook jitter with the
-		// machine's load, for the fixed pace as much.
-		if most > max(fixedMost, 51)+1 {
+		// check it exactly), and the adapted rate never passes the total.
+		// Arrivals at the webhook jitter with the machine's load, for the
+		// fixed pace as much but not in the same second: one suite run saw
+		// 55 arrive in a second after a 4.4× latency stall, the rate at
+		// most 50/s throughout. A stall of 100 ms bunches 5 deliveries.
+		if high > 50 {
+			t.Errorf("phase %d: the adapted rate reached %.1f/s, over the total of 50/s", i, high)
+		}
+		if most > max(fixedMost, 51)+5 {
 			t.Errorf("phase %d: %d deliveries arrived in one second, the fixed 50/s pace's at most %d", i, most, fixedMost)
 		}
 	}
