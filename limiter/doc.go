@@ -78,5 +78,6 @@
 // RedisConfig.Fallback limiter holding this process's share of the limit;
 // it returns an error wrapping [ErrUnavailable] so callers can count it,
 // counts it in [Redis.Failures], logs the change, and goes back to Redis
-// as soon as it answers again.
+// as soon as it answers again. While Redis fails, one decision per
+// RedisConfig.Recheck asks it; the others do not wait for it.
 package limiter

@@ -17,6 +17,7 @@ const (
 	DefaultPrefix         = "limiter:"
 	DefaultTimeout        = 50 * time.Millisecond
 	DefaultFailRetryAfter = time.Second
+	DefaultRecheck        = 250 * time.Millisecond
 )
 
 // RedisConfig holds the optional settings of a Redis limiter. The zero value
@@ -47,6 +48,11 @@ type RedisConfig struct {
 	// NoCache turns off the local cache of keys known to be over their
 	// limit, so every decision goes to Redis.
 	NoCache bool
+	// Recheck is how often, while Redis fails, one decision asks it
+	// again; the others meanwhile answer at once as if it had failed
+	// (counted in Failures), instead of each waiting out the Timeout.
+	// Default DefaultRecheck.
+	Recheck time.Duration
 }
 
 // Redis is a Limiter whose state lives in Redis, shared by every process
@@ -59,7 +65,9 @@ type RedisConfig struct {
 // A key found over its limit is remembered locally until it may be admitted
 // again, and rejected without asking Redis meanwhile. When Redis does not
 // answer within the timeout the limiter fails open or closed as configured
-// and counts the failure; it uses Redis again as soon as Redis answers.
+// and counts the failure; while it fails, one decision per Recheck asks it
+// again and the others answer at once, and it uses Redis again as soon as
+// Redis answers.
 //
 // A Redis is safe for concurrent use. Create it with NewRedis.
 type Redis struct {
@@ -76,7 +84,12 @@ type Redis struct {
 	blocked  blockCache
 	failures atomic.Uint64
 	down     atomic.Bool
+	recheck  atomic.Int64 // while down: when (Unix ns) the next decision asks Redis again
 }
+
+// errNotAsked is the cause of a decision made while Redis was failing,
+// between two rechecks.
+var errNotAsked = errors.New("redis failed moments ago: not asked until its next recheck")
 
 // NewRedis returns a limiter applying l with alg, its state kept in rdb.
 // Its Period must be at least a microsecond, the resolution of Redis TIME.
@@ -107,6 +120,9 @@ func NewRedis(rdb redis.UniversalClient, alg Algorithm, l Limit, cfg RedisConfig
 	}
 	if cfg.FailRetryAfter <= 0 {
 		cfg.FailRetryAfter = DefaultFailRetryAfter
+	}
+	if cfg.Recheck <= 0 {
+		cfg.Recheck = DefaultRecheck
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -145,6 +161,9 @@ func (r *Redis) Allow(ctx context.Context, key string) (Result, error) {
 		if res, ok := r.blocked.get(key, now); ok {
 			return res, nil
 		}
+	}
+	if r.down.Load() && !r.asks(now) {
+		return r.fail(ctx, key, errNotAsked)
 	}
 	vals, err := r.run(ctx, key)
 	if err == nil && len(vals) != 4 {
@@ -213,9 +232,19 @@ func honoursContext(rdb redis.UniversalClient) bool {
 	return false
 }
 
+// asks reports whether a decision made at now, while Redis fails, is the
+// one that asks it again: the first after each Recheck.
+func (r *Redis) asks(now time.Time) bool {
+	next := r.recheck.Load()
+	return now.UnixNano() >= next && r.recheck.CompareAndSwap(next, now.Add(r.cfg.Recheck).UnixNano())
+}
+
 // fail counts and logs a failed decision and returns the configured answer.
 func (r *Redis) fail(ctx context.Context, key string, cause error) (Result, error) {
 	n := r.failures.Add(1)
+	if !r.down.Load() {
+		r.recheck.Store(time.Now().Add(r.cfg.Recheck).UnixNano())
+	}
 	if r.down.CompareAndSwap(false, true) {
 		r.cfg.Logger.Warn("limiter: redis unavailable", "err", cause, "fail_closed", r.cfg.FailClosed, "fallback", r.cfg.Fallback != nil, "failures", n)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ func TestRedisOutage(t *testing.T) {
 			t.Parallel()
 			srv := testenv.StartRedis(t)
 			rdb := newClient(t, srv.Addr(), 4)
+			var asked atomic.Int64
+			rdb.AddHook(askedHook{&asked})
 			var logs testenv.Buffer
 			const timeout = 100 * time.Millisecond
 			l := limiter.Limit{Count: 3, Period: time.Minute}
@@ -47,6 +50,8 @@ func TestRedisOutage(t *testing.T) {
 
 			srv.Stop()
 			const outageCalls = 5
+			asked.Store(0)
+			outage := time.Now()
 			for i := range outageCalls {
 				start := time.Now()
 				res, err := r.Allow(ctx, "during")
@@ -66,6 +71,12 @@ func TestRedisOutage(t *testing.T) {
 			}
 			if got := r.Failures(); got != outageCalls {
 				t.Errorf("Failures() = %d, want %d", got, outageCalls)
+			}
+			// A tour's submissions each took the 50 ms timeout while Redis
+			// was down: once it failed, one decision per Recheck asks it.
+			rechecks := int64(time.Since(outage)/limiter.DefaultRecheck) + 1
+			if n := asked.Load(); n > rechecks || n >= outageCalls {
+				t.Errorf("Redis asked %d times by %d decisions during the outage, want at most one per %v (%d)", n, outageCalls, limiter.DefaultRecheck, rechecks)
 			}
 
 			srv.Start() // empty, and without the scripts: EVALSHA falls back to EVAL
@@ -282,4 +293,18 @@ func TestRedisFallback(t *testing.T) {
 			t.Errorf("Allow %d during the outage = %+v, %v, want Allowed %v with ErrUnavailable", i+1, res, err, want)
 		}
 	}
+}
+
+// askedHook counts the commands a client sends (or tries to).
+type askedHook struct{ n *atomic.Int64 }
+
+func (h askedHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h askedHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h askedHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -282,6 +283,9 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 func connectRedis(url string) (redis.UniversalClient, error) {
 	if url == "" {
 		return nil, nil
+	}
+	if !strings.Contains(url, "://") {
+		return nil, &ConfigError{Field: "RedisURL", Err: fmt.Errorf("%q: want redis://HOST:PORT (did you mean \"redis://%s\"?), rediss:// for TLS", url, url)}
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {

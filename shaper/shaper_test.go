@@ -391,6 +391,21 @@ func TestDataDirectoryIsLocked(t *testing.T) {
 	}
 }
 
+// A Redis address without its scheme (a tour passed 127.0.0.1:6379) is
+// refused before anything starts, with the URL it meant.
+func TestRedisURLWithoutScheme(t *testing.T) {
+	s, err := shaper.New(shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: p, outflow: 5/s, queue: 3}\n"), DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1", RedisURL: "127.0.0.1:6379"})
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = s.Run(ctx)
+	}
+	var ce *shaper.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "RedisURL" || !strings.Contains(err.Error(), `did you mean "redis://127.0.0.1:6379"?`) {
+		t.Fatalf("RedisURL 127.0.0.1:6379: %v, want a RedisURL error suggesting redis://127.0.0.1:6379", err)
+	}
+}
+
 // A job deferred under an Idempotency-Key, submitted again: the same
 // deferred 429, its id, and "duplicate": true, over HTTP and over NATS;
 // nothing new is kept.

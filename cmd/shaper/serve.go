@@ -73,7 +73,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				h = slog.NewJSONHandler(c.App.ErrWriter, hopts)
 			}
 			log := slog.New(h)
-			redis.SetLogger(redisLog{log})
+			redis.SetLogger(&redisLog{log: log})
 			set, err := policies.Load(c.String("policies"))
 			if err != nil {
 				return cli.Exit(err.Error(), exitBadPolicies)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
@@ -98,9 +100,33 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 }
 
 // redisLog sends go-redis's own messages (a pool that cannot dial, say)
-// to the structured log instead of the standard logger.
-type redisLog struct{ log *slog.Logger }
+// to the structured log instead of the standard logger, at most one per
+// redisLogEvery: a dead Redis makes one per attempt, and the limiter's own
+// lines already say when Redis fails and when it answers again.
+type redisLog struct {
+	log *slog.Logger
 
-func (r redisLog) Printf(_ context.Context, format string, v ...any) {
-	r.log.Warn("redis", "msg", fmt.Sprintf(format, v...))
+	mu    sync.Mutex
+	last  time.Time
+	quiet int // messages left out since the last line
+}
+
+const redisLogEvery = 10 * time.Second
+
+func (r *redisLog) Printf(_ context.Context, format string, v ...any) {
+	r.mu.Lock()
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < redisLogEvery {
+		r.quiet++
+		r.mu.Unlock()
+		return
+	}
+	quiet := r.quiet
+	r.last, r.quiet = now, 0
+	r.mu.Unlock()
+	args := []any{"detail", fmt.Sprintf(format, v...)}
+	if quiet > 0 {
+		args = append(args, "left_out", quiet)
+	}
+	r.log.Warn("redis client", args...)
 }
