@@ -279,8 +279,10 @@ type rounds struct {
 	before, after []int64
 	share         float64
 	// unreserved counts the keys with no slot under the cap that take one
-	// before the key does, when counted (exact).
+	// before the key does, when counted (exact); ready holds when each
+	// of them may ask for it.
 	unreserved int64
+	ready      []time.Time
 	// shift counts the other keys' rounds that pass before the key takes
 	// its first slot, when it asks for one only then (a pause, a retry's
 	// backoff): it then comes after every other key of its first round.
@@ -326,6 +328,7 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 				r.before[w-1]++
 				if !x.reserved && !x.delivering() && !k.reserved {
 					r.unreserved++ // it takes a slot under the cap before k asks for one
+					r.ready = append(r.ready, maxTime(x.next.time(), now))
 				}
 			} else {
 				r.after[w-1]++
@@ -364,7 +367,10 @@ func (r *rounds) enter(at, now, totalNext time.Time) time.Time {
 	}
 	ahead := totalNext.Sub(now)
 	if ahead <= 0 {
-		return at // the cap does not bind
+		// No slot is reserved ahead (the cap was just set, or idle): the
+		// keys without one that ask before the key take theirs first, a
+		// cap's interval apart.
+		return r.afterReady(at)
 	}
 	for wait := at.Sub(now); r.others(r.shift+1) > 0; r.shift++ {
 		round := max(r.interval, time.Duration(r.others(r.shift+1))*r.total)
@@ -375,6 +381,25 @@ func (r *rounds) enter(at, now, totalNext time.Time) time.Time {
 	}
 	r.share, r.before, r.after = 1, nil, nil // after every other key
 	return at.Add(min(ahead, time.Duration(r.others(r.shift+1))*r.total))
+}
+
+// afterReady returns when a key ready at at gets its slot under the cap
+// when no slot is reserved ahead: after the slots the keys in r.ready take,
+// each when it is ready and a cap's interval after the one before.
+func (r *rounds) afterReady(at time.Time) time.Time {
+	slices.SortFunc(r.ready, time.Time.Compare)
+	var last time.Time
+	for i, ready := range r.ready {
+		if i == 0 {
+			last = ready
+		} else {
+			last = maxTime(ready, last.Add(r.total))
+		}
+	}
+	if len(r.ready) == 0 {
+		return at
+	}
+	return maxTime(at, last.Add(r.total))
 }
 
 // others counts the keys other than the asking one with at least m jobs
