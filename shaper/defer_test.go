@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/internal/admission"
 )
 
 func TestDeferKeepsEveryJob(t *testing.T) {
@@ -357,5 +360,49 @@ func TestIdempotencyKeyOfAReadmittedJobBehindAnother(t *testing.T) {
 	r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "f2")
 	if s := status(ids[2]); s == "deferred" {
 		t.Errorf("after a retry of the re-admitted job, its status is %q, want it queued (or delivered)", s)
+	}
+}
+
+// A retry of a job stored under its Idempotency-Key, kept in the deferred
+// store as a job of its own (as the gate keeps one while other deferred
+// jobs of its key wait), is found to be the stored job when re-admitted:
+// its id answers "duplicate", naming that job, and a further retry is
+// answered with that job's id. A tour found such an id answering "queued"
+// for good, though nothing was stored under it, and the further retry
+// answered with it.
+func TestIdempotencyKeyOfAStoredJobDeferredAgain(t *testing.T) {
+	r := start(t, "policies:\n  - {name: d, outflow: 5/s, queue: 2, overflow: defer}\n")
+	a1 := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "p-0") // no consumer: it stays stored
+	if a1.code != 202 {
+		t.Fatalf("first submission = %d %v, want 202", a1.code, a1.body)
+	}
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dq, err := queue.Open(ctx, js, "d", admission.DeferredSize(policies.Policy{Queue: 2}), queue.Config{SubjectRoot: "shaper.deferred", StreamPrefix: "SHAPER_DEFER_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := queue.DedupeID("d", "k", "p-0")
+	if _, err := dq.Admit(ctx, queue.Job{ID: id, Key: "k", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	waitFor(t, "the deferred retry re-admitted", 10*time.Second, func() bool {
+		code, b := jobStatus(t, r.base, id)
+		body = b
+		return code == http.StatusOK
+	})
+	if body["status"] != "duplicate" || body["duplicate_of"] != a1.body["id"] {
+		t.Errorf("GET /v1/jobs/%s after its re-admission = %v, want status duplicate, duplicate_of %v", id, body, a1.body["id"])
+	}
+	if st := r.Status()[0]; st.Queued != 1 {
+		t.Errorf("jobs queued: %d, want 1 (the first submission only)", st.Queued)
+	}
+	a2 := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "p-0")
+	if a2.code != 202 || a2.body["id"] != a1.body["id"] || a2.body["duplicate"] != true {
+		t.Errorf("another retry = %d %v, want 202 with the first id %v, a duplicate", a2.code, a2.body, a1.body["id"])
 	}
 }

@@ -83,9 +83,15 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 			OnReadmit: func(id, key string, deferrals int) {
 				s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Queued, Deferrals: deferrals})
 			},
-			Deferred: func(ctx context.Context, id string) (was, still bool) {
+			OnDuplicate: func(id, key, of string) {
+				s.jobs.Put(jobs.Record{ID: id, Policy: p.Name, Key: key, Status: jobs.Duplicate, DuplicateOf: of})
+			},
+			Deferred: func(ctx context.Context, id string) (was, still bool, of string) {
 				rec := s.jobs.Peek(ctx, id)
-				return rec != nil, rec != nil && rec.Status == jobs.Deferred
+				if rec == nil {
+					return false, false, ""
+				}
+				return true, rec.Status == jobs.Deferred, rec.DuplicateOf
 			},
 			Observe: s.recorder.Observe(p.Name),
 			Storage: &s.storage,

@@ -175,6 +175,11 @@ type Job struct {
 	// ReplayedAs is, of a replayed dead letter (JobReplayed), the id of the
 	// new job it was submitted again as: its status is that job's.
 	ReplayedAs string `json:"replayed_as,omitempty"`
+	// DuplicateOf is, of a JobDuplicate, the id of the job it is: a retry
+	// of a submission stored under its Idempotency-Key, deferred while
+	// other deferred jobs of its key waited, and found to be that job when
+	// it was re-admitted. Its status is that job's.
+	DuplicateOf string `json:"duplicate_of,omitempty"`
 	// History lists what happened to the job, one line each.
 	History []string `json:"history,omitempty"`
 	// Updated is when the record last changed; zero when not known.

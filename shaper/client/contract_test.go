@@ -163,7 +163,7 @@ func TestStatusText(t *testing.T) {
 		want string
 	}{
 		{client.ReplyQueued, "queued"}, {client.ReplyRejected, "rejected"}, {client.ReplyDeferred, "deferred"}, {client.ReplyError, "error"},
-		{client.JobQueued, "queued"}, {client.JobDeferred, "deferred"}, {client.JobDelivered, "delivered"}, {client.JobDead, "dead"}, {client.JobReplayed, "replayed"},
+		{client.JobQueued, "queued"}, {client.JobDeferred, "deferred"}, {client.JobDelivered, "delivered"}, {client.JobDead, "dead"}, {client.JobReplayed, "replayed"}, {client.JobDuplicate, "duplicate"},
 	} {
 		b, err := c.s.MarshalText()
 		if err != nil || string(b) != c.want || fmt.Sprint(c.s) != c.want {

@@ -59,9 +59,10 @@ const (
 	JobDelivered                      // delivered (its sink accepted it)
 	JobDead                           // dead-lettered, with Reason and History
 	JobReplayed                       // a dead letter replayed: submitted again as the job Job.ReplayedAs
+	JobDuplicate                      // a deferred retry found to be the job Job.DuplicateOf, stored before
 )
 
-var jobStatusNames = [...]string{JobQueued: "queued", JobDeferred: "deferred", JobDelivered: "delivered", JobDead: "dead", JobReplayed: "replayed"}
+var jobStatusNames = [...]string{JobQueued: "queued", JobDeferred: "deferred", JobDelivered: "delivered", JobDead: "dead", JobReplayed: "replayed", JobDuplicate: "duplicate"}
 
 // String returns the status's name on the wire, or a description of an
 // unknown value.

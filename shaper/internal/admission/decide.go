@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -255,8 +256,8 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		if rec.Duplicate {
 			g.counts.duplicates.Add(1)
 			if j := r.Job; j.ID == "" && j.Dedupe != "" && g.cfg.Deferred != nil {
-				if was, _ := g.cfg.Deferred(ctx, j.Dedupe); was {
-					rec.ID = j.Dedupe // the first submission, deferred, re-admitted since
+				if was, _, of := g.cfg.Deferred(ctx, j.Dedupe); was {
+					rec.ID = cmp.Or(of, j.Dedupe) // the first submission, deferred, re-admitted since
 				}
 			}
 		} else {

@@ -144,8 +144,11 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 	// duplicate window still knows it) leaves its record as it is.
 	readmitted := false
 	if rec.Duplicate && g.cfg.Deferred != nil {
-		was, still := g.cfg.Deferred(ctx, job.ID)
+		was, still, of := g.cfg.Deferred(ctx, job.ID)
 		readmitted = was && !still
+		if of != "" { // it was found to be a job stored before: answer as that one
+			return g.accepted(p, token, queue.Receipt{ID: of, Duplicate: true}, now)
+		}
 	}
 	if g.cfg.OnDefer != nil && !readmitted {
 		g.cfg.OnDefer(job.ID, job.Key, now.Add(eta))
@@ -185,11 +188,15 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 	h := queue.JobHeader(m.Header)
 	h.Set(queue.HeaderDeferrals, strconv.Itoa(m.Attempt-1))
 	asked := now
-	_, err := g.queue.Admit(ctx, queue.Job{ID: m.ID, Key: m.Key, Payload: m.Payload, EnqueuedAt: m.EnqueuedAt, Header: h})
+	rec, err := g.queue.Admit(ctx, queue.Job{ID: m.ID, Key: m.Key, Payload: m.Payload, EnqueuedAt: m.EnqueuedAt, Header: h})
 	switch {
 	case err == nil:
 		g.counts.readmitted.Add(1)
-		if g.cfg.OnReadmit != nil {
+		if of := g.storedAs(ctx, m.ID, rec); of != "" {
+			if g.cfg.OnDuplicate != nil {
+				g.cfg.OnDuplicate(m.ID, m.Key, of)
+			}
+		} else if g.cfg.OnReadmit != nil {
 			g.cfg.OnReadmit(m.ID, m.Key, m.Attempt-1)
 		}
 		return nil
@@ -215,6 +222,44 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 	default:
 		return err
 	}
+}
+
+// lookup is a Store that reads a stored job by its sequence (*queue.Queue).
+type lookup interface {
+	Lookup(ctx context.Context, seq uint64) (*queue.Msg, error)
+}
+
+// storedAs returns, of a deferred job id whose re-admission the store
+// answered with rec, the id of the other job it was found to be: none when
+// it was stored now, or found as itself (a re-admission repeated after a
+// crash). A job found in the duplicate window under another id is the
+// first submission of its Idempotency-Key, stored, not deferred, and named
+// by its place; read to tell, or, when it is gone (delivered), told by the
+// deferred job's record, which a re-admission of it marked re-admitted.
+func (g *Gate) storedAs(ctx context.Context, id string, rec queue.Receipt) string {
+	if !rec.Duplicate {
+		return ""
+	}
+	first := rec.ID
+	if q, ok := g.queue.(lookup); ok {
+		if m, err := q.Lookup(ctx, rec.Seq); err == nil {
+			first = m.ID
+		} else if g.cfg.Deferred != nil {
+			if _, still, _ := g.cfg.Deferred(ctx, id); !still {
+				return "" // it was re-admitted as itself before
+			}
+			first = ""
+		}
+		if first == "" {
+			if ider, ok := g.queue.(interface{ JobID(uint64) string }); ok {
+				first = ider.JobID(rec.Seq)
+			}
+		}
+	}
+	if first == id {
+		return ""
+	}
+	return first
 }
 
 // refusalPause is the longest a re-admission the store refused waits when

@@ -70,6 +70,12 @@ type Config struct {
 	// are called from the admitting goroutine, without locks held.
 	OnDefer   func(id, key string, next time.Time)
 	OnReadmit func(id, key string, deferrals int)
+	// OnDuplicate, when set, is told of a deferred job that re-admission
+	// found in the queue's duplicate window under another id, of: a retry
+	// of a submission stored, not deferred (its Idempotency-Key's), kept
+	// while other deferred jobs of its key waited. It is that job; it is
+	// not stored again.
+	OnDuplicate func(id, key, of string)
 	// Deferred, when set, reports whether a job of this id was deferred
 	// (OnDefer was told of it, by any shaper), and whether it still is
 	// (OnReadmit was not told of it since). A deferred job keeps its own
@@ -79,8 +85,10 @@ type Config struct {
 	// re-admission is answered with that id, not the one its sequence
 	// would make; and a retry found in the deferred store's window after
 	// it does not mark it deferred again. Without it such a retry is
-	// answered with the latter, and OnDefer is told of every deferral.
-	Deferred func(ctx context.Context, id string) (was, still bool)
+	// answered with the latter, and OnDefer is told of every deferral. of
+	// is, of a deferred job found to be another (OnDuplicate), that job's
+	// id, which a retry is then answered with.
+	Deferred func(ctx context.Context, id string) (was, still bool, of string)
 	// Now is the clock of re-admissions and deferrals. Default time.Now;
 	// a replay passes its virtual clock.
 	Now func() time.Time

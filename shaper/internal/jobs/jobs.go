@@ -66,6 +66,11 @@ const (
 	// Replayed is a dead letter submitted again (POST /v1/dead/replay): as
 	// a new job, named by the record's ReplayedAs.
 	Replayed Status = "replayed"
+	// Duplicate is a deferred job that was, at re-admission, found in the
+	// queue's duplicate window: a retry of a submission that had been
+	// stored, not deferred, kept while other deferred jobs of its key
+	// waited. It is the job named by the record's DuplicateOf.
+	Duplicate Status = "duplicate"
 )
 
 // Record is what GET /v1/jobs/{id} shows. A delivered job whose status is
@@ -81,9 +86,11 @@ type Record struct {
 	Reason    string    `json:"reason,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	// ReplayedAs is the id of the new job a replayed dead letter became.
-	ReplayedAs string    `json:"replayed_as,omitempty"`
-	History    []string  `json:"history,omitempty"`
-	Updated    time.Time `json:"updated,omitzero"`
+	ReplayedAs string `json:"replayed_as,omitempty"`
+	// DuplicateOf is the id of the job a Duplicate is.
+	DuplicateOf string    `json:"duplicate_of,omitempty"`
+	History     []string  `json:"history,omitempty"`
+	Updated     time.Time `json:"updated,omitzero"`
 }
 
 // derivable reports whether r says only what the job's queue says without
