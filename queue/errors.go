@@ -92,6 +92,15 @@ func classify(op string, err error) error {
 	return &opError{op, nil, err}
 }
 
+// MaybeStored reports whether err, an Admit's, leaves it unknown whether
+// the job was stored: the request reached JetStream, or may have, and its
+// answer did not come back (a timeout, a connection lost meanwhile).
+func MaybeStored(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
+		errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected)
+}
+
 // opError carries an operation name, an optional sentinel and the cause;
 // errors.Is matches both the sentinel and anything in the cause's chain.
 type opError struct {

@@ -16,13 +16,12 @@ import (
 func TestRedisLogIsQuietAndValid(t *testing.T) {
 	var buf bytes.Buffer
 	r := &redisLog{log: slog.New(slog.NewJSONHandler(&buf, nil))}
-	for range 5 {
-		r.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")
-	}
-	r.mu.Lock()
-	r.last = r.last.Add(-redisLogEvery - time.Millisecond)
-	r.mu.Unlock()
 	r.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")
+	t0 := time.Now()
+	for i := range 4 {
+		r.printf(t0.Add(time.Duration(i)*time.Second), "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")
+	}
+	r.printf(t0.Add(redisLogEvery+time.Millisecond), "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("%d lines for 6 messages within and past %v, want 2:\n%s", len(lines), redisLogEvery, buf.String())

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -15,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/shaper-dev/shaper/internal/logevery"
 )
 
 // telemetry is what the standard OTEL_* environment variables ask of
@@ -104,29 +105,25 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 // redisLogEvery: a dead Redis makes one per attempt, and the limiter's own
 // lines already say when Redis fails and when it answers again.
 type redisLog struct {
-	log *slog.Logger
-
-	mu    sync.Mutex
-	last  time.Time
-	quiet int // messages left out since the last line
+	log   *slog.Logger
+	every logevery.Limiter
 }
 
 const redisLogEvery = 10 * time.Second
 
 func (r *redisLog) Printf(_ context.Context, format string, v ...any) {
-	r.mu.Lock()
-	now := time.Now()
-	if !r.last.IsZero() && now.Sub(r.last) < redisLogEvery {
-		r.quiet++
-		r.mu.Unlock()
+	r.printf(time.Now(), format, v...)
+}
+
+func (r *redisLog) printf(now time.Time, format string, v ...any) {
+	r.every.Period = redisLogEvery
+	ok, left := r.every.Allow(now)
+	if !ok {
 		return
 	}
-	quiet := r.quiet
-	r.last, r.quiet = now, 0
-	r.mu.Unlock()
 	args := []any{"detail", fmt.Sprintf(format, v...)}
-	if quiet > 0 {
-		args = append(args, "left_out", quiet)
+	if left > 0 {
+		args = append(args, "left_out", left)
 	}
 	r.log.Warn("redis client", args...)
 }

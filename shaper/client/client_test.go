@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -343,5 +344,56 @@ func TestNewRefusesBadBaseURL(t *testing.T) {
 	}
 	if _, err := client.NewNATS(nil, client.NATSConfig{}); err == nil {
 		t.Error("NewNATS(nil): no error")
+	}
+}
+
+// WithRetry also submits again after a failure that leaves the job's fate
+// unknown: here no shaper answers yet (a connection refused over HTTP, no
+// responders over NATS), as while one restarts; a tour's producer got 215
+// such errors in a kill -9 and had to resubmit by hand. Each Submit sends
+// an idempotency key of its own, so two jobs are never taken for one.
+func TestSubmitRetryUnknownFate(t *testing.T) {
+	ns := testenv.NATS(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there until the shaper starts
+	c, err := client.New("http://"+addr, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := client.NewNATS(testenv.Connect(t, ns), client.NATSConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without WithRetry the failure is returned at once.
+	if _, err := c.Submit(t.Context(), "open", "k", []byte("x")); err == nil {
+		t.Fatal("Submit with no shaper: no error")
+	}
+	type answer struct {
+		res client.Result
+		err error
+	}
+	answers := make(chan answer, 4)
+	for _, s := range []submitter{c, n, c, n} {
+		go func() {
+			res, err := s.Submit(t.Context(), "open", "k", []byte("x"), client.WithRetry(20*time.Second))
+			answers <- answer{res, err}
+		}()
+	}
+	time.Sleep(time.Second)
+	testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, testPolicies), HTTPAddr: addr, NATSURL: ns.ClientURL()})
+	ids := map[string]bool{}
+	for range 4 {
+		a := <-answers
+		if a.err != nil || a.res.Outcome != client.OutcomeAccepted || a.res.Attempts < 2 || a.res.Duplicate {
+			t.Errorf("Submit with WithRetry while no shaper answered, then one did = %+v, %v; want accepted after ≥ 2 attempts, no duplicate", a.res, a.err)
+		}
+		ids[a.res.ID] = true
+	}
+	if len(ids) != 4 {
+		t.Errorf("4 submissions stored as %d jobs (%v), want 4: each has an idempotency key of its own", len(ids), ids)
 	}
 }

@@ -95,7 +95,7 @@ func (n *NATS) Submit(ctx context.Context, policy, key string, payload []byte, o
 		return Result{}, err
 	}
 	o := optionsOf(opts)
-	r := retrier{within: o.retryWithin}
+	r := o.retrier()
 	for {
 		res, err := n.submit(ctx, subject, key, payload, &o)
 		if again, err := r.next(ctx, &res, err); !again {

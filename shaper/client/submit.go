@@ -3,13 +3,18 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Outcome says what became of a submission the shaper answered 202 or 429.
@@ -108,10 +113,19 @@ func WithTraceparent(tp string) SubmitOption {
 // RetryAfter (exactly after the first refusal; after each further one with
 // up to 10 ms, 20 ms, … at most 1 s more at random, so that producers
 // refused together do not all come back together), as long as the next
-// try starts within maxWait of the first one (and before ctx's deadline). It never resubmits a deferred job (it
-// is kept) nor after an error (a 4xx other than 429, a 5xx, a transport
-// error: a 503'd job may have been stored). Give an idempotency key too, so
-// that a retry whose first try was in fact stored is stored once.
+// try starts within maxWait of the first one (and before ctx's deadline).
+// It never resubmits a deferred job (it is kept).
+//
+// It also submits again after a failure that leaves the job's fate unknown:
+// a 503 (ErrUnavailable: a job whose store timed out may have been stored)
+// or a failed request (no shaper answering while one restarts, a timeout,
+// a refused connection), after the 503's RetryAfter or 250 ms. That is
+// safe because the submission carries an idempotency key: WithRetry gives
+// it one (random, this Submit's) when WithIdempotencyKey gave none, so a
+// try that was in fact stored is stored once, and the retry answers its
+// id (Result.Duplicate). Other errors (a 4xx other than 429, ErrBadAnswer)
+// are returned at once. Client.Submit and NATS.Submit do this; Direct.Submit
+// retries refusals only.
 func WithRetry(maxWait time.Duration) SubmitOption {
 	return func(o *submitOptions) { o.retryWithin = maxWait }
 }
@@ -143,7 +157,7 @@ func (c *Client) Submit(ctx context.Context, policy, key string, payload []byte,
 	}
 	o := optionsOf(opts)
 	path := "/v1/jobs/" + segment(policy) + "/" + segment(key)
-	r := retrier{within: o.retryWithin}
+	r := o.retrier()
 	for {
 		res, err := c.submit(ctx, path, payload, &o)
 		if again, err := r.next(ctx, &res, err); !again {
@@ -264,7 +278,23 @@ type retrier struct {
 	within   time.Duration // WithRetry's bound; 0: no retries
 	start    time.Time     // of the first try
 	attempts int
+	// unsure: the submission carries an idempotency key, so a failure
+	// that leaves its fate unknown may be tried again.
+	unsure bool
 }
+
+// retrier returns the retrier of a Submit over HTTP or NATS with o,
+// giving o an idempotency key of its own when it retries and has none.
+func (o *submitOptions) retrier() retrier {
+	if o.retryWithin > 0 && o.idempotencyKey == "" {
+		o.idempotencyKey = "retry-" + strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
+	}
+	return retrier{within: o.retryWithin, unsure: o.idempotencyKey != ""}
+}
+
+// unknownFate is how long to wait after a failure that leaves a
+// submission's fate unknown, when the shaper did not say.
+const unknownFate = 250 * time.Millisecond
 
 // next records the answer to one try (res, err) and reports whether to try
 // again, having waited for it; when not, it returns the error to answer
@@ -272,20 +302,32 @@ type retrier struct {
 func (r *retrier) next(ctx context.Context, res *Result, err error) (bool, error) {
 	r.attempts++
 	res.Attempts = r.attempts
-	if err != nil || r.within <= 0 || !res.Outcome.Retryable() {
+	if r.within <= 0 {
 		return false, err
+	}
+	after := res.RetryAfter
+	if err != nil {
+		if !r.unsure || !fateUnknown(ctx, err) {
+			return false, err
+		}
+		after = unknownFate
+		if e := (*Error)(nil); errors.As(err, &e) && e.RetryAfter > 0 {
+			after = e.RetryAfter
+		}
+	} else if !res.Outcome.Retryable() {
+		return false, nil
 	}
 	now := time.Now()
 	if r.attempts == 1 {
 		r.start = now // close enough: the first answer is in
 	}
-	wait := retryWait(res.RetryAfter, r.attempts, rand.Int64N)
+	wait := retryWait(after, r.attempts, rand.Int64N)
 	next := now.Add(wait)
 	if next.Sub(r.start) > r.within {
-		return false, nil
+		return false, err
 	}
 	if deadline, ok := ctx.Deadline(); ok && next.After(deadline) {
-		return false, nil
+		return false, err
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -295,4 +337,24 @@ func (r *retrier) next(ctx context.Context, res *Result, err error) (bool, error
 	case <-ctx.Done():
 		return false, fmt.Errorf("client: waiting to submit again: %w", ctx.Err())
 	}
+}
+
+// fateUnknown reports whether err, a failed submission, may have stored the
+// job or may pass if tried again: a 503, or a request that failed (no
+// shaper answering, a timeout, a connection refused or cut), while ctx is
+// still alive. Not the shaper's other answers, nor ErrBadAnswer (a 202 that
+// could not be read: the job is stored), nor a payload NATS refused.
+func fateUnknown(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, ErrBadAnswer) || errors.Is(err, ErrTooLarge) {
+		return false
+	}
+	if e := (*Error)(nil); errors.As(err, &e) {
+		return e.StatusCode == http.StatusServiceUnavailable
+	}
+	if u := (*url.Error)(nil); errors.As(err, &u) {
+		var op *net.OpError
+		return u.Timeout() || errors.As(u.Err, &op) || errors.Is(u.Err, io.EOF) || errors.Is(u.Err, io.ErrUnexpectedEOF)
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting)
 }

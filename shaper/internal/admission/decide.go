@@ -279,8 +279,12 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		return storageFull(err)
 	default:
 		g.counts.unavailable.Add(1)
-		g.log.Warn("admission failed", "err", err)
-		return unavailable("queue backend", err)
+		g.failed.log(g.log, err, now)
+		d := unavailable("queue backend", err)
+		if queue.MaybeStored(err) {
+			d.Reason += "; the job may have been stored: submit it again with the same Idempotency-Key to have it stored once"
+		}
+		return d
 	}
 }
 

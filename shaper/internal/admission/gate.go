@@ -123,6 +123,7 @@ type Gate struct {
 	full      sync.Map
 	deferrals deferrals
 	counts    counters
+	failed    failures // the store's failures, logged
 }
 
 // New returns the Gate of policy p, admitting into queue and keeping the
