@@ -224,6 +224,7 @@ func (g *Group) Stats() Stats {
 		s := d.Stats()
 		st.Keys += s.Keys
 		st.Queued += s.Queued
+		st.QueuedDraining += s.QueuedDraining
 		st.Delivered += s.Delivered
 		st.Failed += s.Failed
 		st.Dead += s.Dead

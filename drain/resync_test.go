@@ -105,3 +105,25 @@ func TestDepthCountedTwiceIsFoundOut(t *testing.T) {
 		t.Errorf("the new job started at %v, want %v", got["a2"], want)
 	}
 }
+
+// A passive drainer's jobs are counted in Queued, not QueuedDraining: its
+// count lags the removals of the drainer that delivers them (a tour's
+// shapers each showed 24–78 queued of a policy whose keys held 0–1), and
+// only the drainer that delivers counts them exactly.
+func TestQueuedDrainingIsTheActiveDrainers(t *testing.T) {
+	_, clock, q, d, _ := raceRig(t)
+	ctx := context.Background()
+	admitJob(t, q.MemQueue, "a0", "a")
+	admitJob(t, q.MemQueue, "b0", "b")
+	if st := d.Stats(); st.Queued != 2 || st.QueuedDraining != 0 {
+		t.Errorf("passive: Stats = %+v, want 2 queued, none of them draining here", st)
+	}
+	d.SetActive(true)
+	if st := d.Stats(); st.Queued != 2 || st.QueuedDraining != 2 {
+		t.Errorf("active: Stats = %+v, want 2 queued and draining here", st)
+	}
+	advanceAll(ctx, d, clock)
+	if st := d.Stats(); st.Queued != 0 || st.QueuedDraining != 0 {
+		t.Errorf("every job delivered: Stats = %+v, want none queued", st)
+	}
+}

@@ -7,12 +7,16 @@ import (
 
 // Stats is a snapshot of a Drainer's figures.
 type Stats struct {
-	Keys      int    `json:"keys"`      // keys with jobs queued
-	Queued    int64  `json:"queued"`    // jobs queued over all keys (including those in delivery)
-	Delivered uint64 `json:"delivered"` // deliveries accepted by the sink
-	Failed    uint64 `json:"failed"`    // delivery attempts that failed
-	Dead      uint64 `json:"dead"`      // jobs dead-lettered by this drainer since start
-	InFlight  int    `json:"in_flight"` // steps running now, and deliveries awaiting their receipt apart from them
+	Keys   int   `json:"keys"`   // keys with jobs queued
+	Queued int64 `json:"queued"` // jobs queued over all keys (including those in delivery)
+	// QueuedDraining is Queued of the drainers that deliver (active): a
+	// passive one's count lags the removals of the shaper that delivers,
+	// by up to its resync period, and only this one is exact.
+	QueuedDraining int64  `json:"queued_draining"`
+	Delivered      uint64 `json:"delivered"` // deliveries accepted by the sink
+	Failed         uint64 `json:"failed"`    // delivery attempts that failed
+	Dead           uint64 `json:"dead"`      // jobs dead-lettered by this drainer since start
+	InFlight       int    `json:"in_flight"` // steps running now, and deliveries awaiting their receipt apart from them
 	// Retries counts the attempts that retried a failed job, delivered or
 	// failed again (they count in Delivered or Failed too): the slots the
 	// retry budget gave. Retries/(Delivered+Failed) is the share of the
@@ -32,7 +36,11 @@ type Stats struct {
 func (d *Drainer) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return Stats{Keys: d.counts.withJobs, Queued: d.queued, Delivered: d.delivered.Load(), Failed: d.failures.Load(),
+	var draining int64
+	if d.active {
+		draining = d.queued
+	}
+	return Stats{Keys: d.counts.withJobs, Queued: d.queued, QueuedDraining: draining, Delivered: d.delivered.Load(), Failed: d.failures.Load(),
 		Dead: d.dead.Load(), InFlight: d.inflight, Retries: d.retries, RetriesDeferred: d.retriesDeferred,
 		SteppedAside: d.counts.aside}
 }

@@ -130,6 +130,7 @@ var policyFigures = []gauge{
 	{"shaper.partitions.draining", "Partitions of the policy this shaper drains: summed over the shapers, the policy's partitions when each has one drainer.", false, func(p PolicyStatus) float64 { return float64(len(p.DrainingPartitions)) }},
 	{"shaper.override", "1 when the policy has a live override (fields set live over the policy file).", false, func(p PolicyStatus) float64 { return bool01(p.Override) }},
 	{"shaper.jobs.queued", "Jobs queued over all keys.", false, func(p PolicyStatus) float64 { return float64(p.Queued) }},
+	{"shaper.jobs.queued.draining", "Jobs queued in the partitions this shaper drains (sum over the shapers).", false, func(p PolicyStatus) float64 { return float64(p.QueuedDraining) }},
 	{"shaper.keys.active", "Keys with jobs queued.", false, func(p PolicyStatus) float64 { return float64(p.Keys) }},
 	{"shaper.deliveries.in_flight", "Deliveries in progress.", false, func(p PolicyStatus) float64 { return float64(p.InFlight) }},
 	{"shaper.outflow.per_second", "Configured outflow rate per key.", false, func(p PolicyStatus) float64 { return p.Outflow.PerSecond() }},

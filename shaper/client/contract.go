@@ -194,6 +194,10 @@ type Policy struct {
 	// Keys is how many keys have jobs queued; Queued the jobs over all keys.
 	Keys   int   `json:"keys"`
 	Queued int64 `json:"queued"`
+	// QueuedDraining is Queued in the partitions the answering shaper
+	// drains: exact, where its count of the others' lags their removals by
+	// up to 2 s; summed over the shapers, the policy's queued jobs.
+	QueuedDraining int64 `json:"queued_draining"`
 	// Admitted counts 202s; Duplicates the resubmissions answered from the
 	// duplicate window.
 	Admitted   uint64 `json:"admitted"`
