@@ -109,8 +109,15 @@ func TestPolicies(t *testing.T) {
 	if _, err := e.c.ResetPolicy(ctx, "nope"); !errors.Is(err, client.ErrUnknownPolicy) {
 		t.Errorf("ResetPolicy(nope): %v, want ErrUnknownPolicy", err)
 	}
-	if _, err := e.c.Policy(ctx, ""); !errors.Is(err, client.ErrUnknownPolicy) {
-		t.Errorf("Policy(\"\"): %v, want ErrUnknownPolicy", err)
+	// A name the client refuses itself is ErrNotFound too, as the shaper's
+	// 404 is (a tour's errors.Is(err, ErrNotFound) missed these).
+	if _, err := e.c.Policy(ctx, ""); !errors.Is(err, client.ErrUnknownPolicy) || !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("Policy(\"\"): %v, want ErrUnknownPolicy and ErrNotFound", err)
+	}
+	for _, name := range []string{"", "or.ders", "*"} {
+		if _, err := e.n.Submit(ctx, name, "k", nil); !errors.Is(err, client.ErrUnknownPolicy) || !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("NATS.Submit(%q): %v, want ErrUnknownPolicy and ErrNotFound", name, err)
+		}
 	}
 }
 

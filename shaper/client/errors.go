@@ -17,7 +17,7 @@ var (
 	// ErrUnknownPolicy: a 404 from a route whose only 404 is an unknown
 	// policy (submissions, /v1/policies/{name}, a dead-letter filter by
 	// policy). Such an error is ErrNotFound too.
-	ErrUnknownPolicy = errors.New("unknown policy")
+	ErrUnknownPolicy error = &alsoError{"unknown policy", ErrNotFound}
 	// ErrBadRequest: the shaper answered 400 (a bad key, a bad policy
 	// change, a bad filter), or a NATS submission's key cannot be encoded.
 	ErrBadRequest = errors.New("bad request")
@@ -35,6 +35,17 @@ var (
 	// the contract).
 	ErrBadAnswer = errors.New("bad answer")
 )
+
+// alsoError is a sentinel that is another one too (errors.Is): so that an
+// unknown policy the client finds itself (a name no subject can carry) is
+// ErrNotFound too, as the shaper's 404 is.
+type alsoError struct {
+	text string
+	also error
+}
+
+func (e *alsoError) Error() string        { return e.text }
+func (e *alsoError) Is(target error) bool { return target == e.also }
 
 // Error is an answer of the shaper that is not a success: an HTTP status
 // outside 2xx (and 429, which Submit turns into a Result), or a NATS reply
