@@ -36,8 +36,9 @@ type Retry struct {
 	// Attempts is how many failed attempts of a job make the Drainer give
 	// up on it (dead-letter it, with Config.DeadLetter set). 0 means never.
 	Attempts int
-	// Backoff is the pause after the first failed attempt; it doubles with
-	// each further failure, with full jitter. 0 means DefaultRetryBackoff.
+	// Backoff is the pause after the first failed attempt; after each
+	// further one the pause is drawn between it and a ceiling that doubles
+	// (jitter above Backoff, not below). 0 means DefaultRetryBackoff.
 	Backoff time.Duration
 	// MaxBackoff caps the pause. Below Backoff it means the larger of
 	// Backoff and DefaultRetryMaxBackoff.
@@ -150,8 +151,9 @@ func holdEnd(started, next time.Time, hold, interval time.Duration) time.Time {
 }
 
 // backoff returns the pause before attempt n+1 after n failures: a ceiling
-// of base doubling per failure, capped at maxWait, and full jitter between
-// base and that ceiling drawn from j (a number in [0,1)), so retries of many
+// of base doubling per failure, capped at maxWait, and jitter between base
+// and that ceiling drawn from j (none after the first failure: the ceiling
+// is base) (a number in [0,1)), so retries of many
 // jobs spread out instead of storming together.
 func backoff(n int, base, maxWait time.Duration, j float64) time.Duration {
 	d := base
