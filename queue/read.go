@@ -87,6 +87,17 @@ func (q *Queue) LastSeq(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
+// Stored returns how many jobs the stream holds now, over all keys.
+func (q *Queue) Stored(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
+	defer cancel()
+	info, err := q.stream.Info(ctx)
+	if err != nil {
+		return 0, classify("queue: stored", err)
+	}
+	return info.State.Msgs, nil
+}
+
 // Lookup returns the job stored at seq, whatever its key; an error wrapping
 // ErrEmpty when there is none.
 func (q *Queue) Lookup(ctx context.Context, seq uint64) (*Msg, error) {

@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -176,15 +177,42 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		}
 		line := s.policies.remove(name)
 		line.stopLease()
-		queued := line.Drain.Stats().Queued
 		line.stop(ctx, s.log)
 		rep.Removed = append(rep.Removed, name)
-		s.log.Warn("reload: policy removed: no longer admitted or drained; its queued jobs stay in JetStream", "policy", name, "queued", queued)
+		queued, qerr := line.queue.Stored(ctx)
+		deferred, derr := line.deferQueue.Stored(ctx)
+		s.log.Warn("reload: policy removed: no longer admitted or drained; its queued jobs stay in JetStream", "policy", name, "queued", queued, "deferred", deferred)
+		if queued+deferred > 0 || qerr != nil || derr != nil {
+			// They are not lost, but nothing shows them any more: say so.
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: removed with %s: they stay in JetStream, undelivered, until the policy is served again (put it back in the file and reload)",
+				name, jobsLeft(queued, qerr, deferred, derr)))
+		}
 	}
 	for _, first := range firsts {
 		<-first
 	}
 	return rep, nil
+}
+
+// jobsLeft says how many jobs a removed policy left: "2 queued jobs",
+// "2 queued jobs and 1 deferred job", or that they could not be counted.
+func jobsLeft(queued uint64, qerr error, deferred uint64, derr error) string {
+	if qerr != nil || derr != nil {
+		return "jobs that could not be counted (" + cmp.Or(qerr, derr).Error() + ")"
+	}
+	n := func(k uint64, what string) string {
+		if k == 1 {
+			return "1 " + what + " job"
+		}
+		return fmt.Sprint(k, " ", what, " jobs")
+	}
+	switch {
+	case deferred == 0:
+		return n(queued, "queued")
+	case queued == 0:
+		return n(deferred, "deferred")
+	}
+	return n(queued, "queued") + " and " + n(deferred, "deferred")
 }
 
 // pronoun is "it" for one, "them" for more.
