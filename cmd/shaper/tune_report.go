@@ -69,6 +69,7 @@ func (r *tuneReport) write(w io.Writer) error {
 	if r.Down.Model != nil {
 		fmt.Fprintf(w, "the simulated downstream %s\n", r.Down.String())
 	}
+	r.writeUnvaried(w, cur)
 	r.writeAgreement(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	failing := len(r.Down.Down) > 0 || r.Down.Model != nil
@@ -159,6 +160,27 @@ func (r *tuneReport) write(w io.Writer) error {
 // candidate chosen over the policy as it is (current): a field p drops
 // (no total, no adapt) is a comment saying to remove the policy's line,
 // since the lines pasted over the policy's would keep it.
+// writeUnvaried says what every candidate refuses alike, which the table's
+// rejected column (full keys) leaves out: the admission limit's refusals
+// and the invalid submissions. A tour read "rejected 0%, meets yes" of a
+// trace whose admission limit refused 77 % of it.
+func (r *tuneReport) writeUnvaried(w io.Writer, cur *replay.Result) {
+	var parts []string
+	if cur.Limited > 0 {
+		limit := ""
+		if a := cur.Policy.Admit; a != nil {
+			limit = " (admit: " + a.Limit.String() + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%d (%s) by the admission limit%s", cur.Limited, replay.Percent(cur.LimitedShare()), limit))
+	}
+	if cur.Invalid > 0 {
+		parts = append(parts, fmt.Sprintf("%d (%s) as invalid (a payload too large, a bad key)", cur.Invalid, replay.Percent(cur.InvalidShare())))
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "refused under every candidate, and not in the table's rejected column (full keys) nor in --max-reject: %s; tune varies outflow and queue, not these\n", strings.Join(parts, ", "))
+	}
+}
+
 func policyYAML(p, current policies.Policy) string {
 	s := "  - name: " + p.Name + "\n    outflow: " + p.Outflow.String() + "\n    queue: " + strconv.Itoa(p.Queue) + "\n"
 	switch {

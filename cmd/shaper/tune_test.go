@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -364,5 +365,23 @@ func TestTuneSaysWhatTheLinesDrop(t *testing.T) {
 	out, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20", "--total", "none,60/s", "--max-reject", "5%")
 	if err != nil || !strings.Contains(out, "recommended: outflow 4/s, queue 20, no total is the cheapest candidate") {
 		t.Errorf("tune recommending no total among totals: %v, does not say no total:\n%s", err, out)
+	}
+}
+
+// What every candidate refuses alike (the admission limit, invalid jobs)
+// is not in the rejected column nor in --max-reject: the report says how
+// much of the trace it is. A tour read "rejected 0%, meets yes" of a trace
+// whose admission limit refused 77 % of it.
+func TestTuneSaysWhatNoCandidateTakes(t *testing.T) {
+	pf, trace := tuneFiles(t)
+	if err := os.WriteFile(pf, []byte("policies:\n  - name: orders\n    outflow: 4/s\n    queue: 20\n    admit: {algorithm: fixed_window, limit: 10/m}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20")
+	if err != nil {
+		t.Fatalf("tune: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`refused under every candidate, and not in the table's rejected column \(full keys\) nor in --max-reject: \d+ \([\d.]+ ?%\) by the admission limit \(admit: 10/m\); tune varies outflow and queue, not these`).MatchString(out) {
+		t.Errorf("tune of a policy whose admission limit refuses most of the trace does not say so:\n%s", out)
 	}
 }

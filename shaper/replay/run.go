@@ -73,6 +73,12 @@ type Result struct {
 // (Rejected / Submitted), 0 for an empty trace.
 func (r *Result) RejectedShare() float64 { return share(r.Rejected, r.Submitted) }
 
+// LimitedShare returns Limited / Submitted.
+func (r *Result) LimitedShare() float64 { return share(r.Limited, r.Submitted) }
+
+// InvalidShare returns Invalid / Submitted.
+func (r *Result) InvalidShare() float64 { return share(r.Invalid, r.Submitted) }
+
 // DeferredShare returns Deferred / Submitted.
 func (r *Result) DeferredShare() float64 { return share(r.Deferred, r.Submitted) }
 
