@@ -291,7 +291,7 @@ func runTune(c *cli.Context) error {
 	if c.Bool("apply") {
 		// Before the replay: a shaper that is not there, or has no such
 		// policy, is said now, not after minutes of work.
-		if err := applicable(c, t.policy); err != nil {
+		if err := applicable(c, t.set, t.policy); err != nil {
 			return err
 		}
 	}
@@ -353,16 +353,38 @@ func runTune(c *cli.Context) error {
 }
 
 // applicable asks the running shaper for policy name: whether --apply can
-// tune it.
-func applicable(c *cli.Context, name string) error {
+// tune it. When what it runs differs from the file's policy in a field tune
+// varies (a live override), it says so before the replay: the table's
+// current row is the file's, and --apply sets those fields to the
+// recommendation's, whatever runs now (a tour's live total cap was
+// dropped that way, unannounced).
+func applicable(c *cli.Context, set *policies.Set, name string) error {
 	api, err := apiClient(c, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	if _, err := api.Policy(c.Context, name); err != nil {
+	live, err := api.Policy(c.Context, name)
+	if err != nil {
 		return apiError(err, "tune --apply")
 	}
+	if file, ok := set.Lookup(name); ok {
+		if d := tunedDiff(file, live.Policy); d != "" {
+			fmt.Fprintf(c.App.ErrWriter, "note: the running shaper's %s differs from the file's in what tune varies (%s): the table's current row is the file's, and --apply sets outflow, queue, total and adapt to the recommendation's\n", name, d)
+		}
+	}
 	return nil
+}
+
+// tunedDiff lists the fields tune varies in which b differs from a, as
+// "total 500/s → none, adapt key → off", or "".
+func tunedDiff(a, b policies.Policy) string {
+	var out []string
+	for _, ch := range policies.Diff(a, b) {
+		if f := ch.Field; f == "outflow" || f == "queue" || f == "total" || f == "adapt" || strings.HasPrefix(f, "adapt.") {
+			out = append(out, ch.String())
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // applyTuning tunes policy p of the running shaper to the values tune
@@ -398,6 +420,7 @@ func applyTuning(c *cli.Context, p policies.Policy) error {
 	if err != nil {
 		return apiError(err, "tune --apply")
 	}
+	fmt.Fprintf(c.App.Writer, "changed: %s\n", tunedDiff(running.Policy, live.Policy))
 	fmt.Fprint(c.App.Writer, "applied: ")
 	showPolicy(c, live, false)
 	return nil

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,7 +258,7 @@ func TestTuneApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "applied: orders: outflow "+p.Outflow.String()) || p.Outflow.String() != "8/s" || !p.Override {
+	if !strings.Contains(out, "changed: outflow 4/s → 8/s") || !strings.Contains(out, "applied: orders: outflow "+p.Outflow.String()) || p.Outflow.String() != "8/s" || !p.Override {
 		t.Errorf("after --apply the shaper's policy is %s, queue %d (override %v); output:\n%s", p.Outflow, p.Queue, p.Override, out)
 	}
 	// Only what differs is overridden: the total (none in both) stays the file's.
@@ -269,6 +269,17 @@ func TestTuneApply(t *testing.T) {
 		"--outflow", "2/s,8/s", "--queue", "10,40", "--apply", "--http", s.HTTPAddr(), "--admin-token", "secret")
 	if err != nil || !strings.Contains(out, "nothing to apply") {
 		t.Errorf("--apply again: %v, output:\n%s\nwant nothing to apply", err, out)
+	}
+	// A live total cap the file has not: said before the replay, and its
+	// removal said after (a tour's was dropped unannounced).
+	if out, _, err := runCLI(t, "policies", "set", "orders", "--total", "500/s", "--http", s.HTTPAddr(), "--admin-token", "secret"); err != nil {
+		t.Fatalf("policies set --total: %v\n%s", err, out)
+	}
+	out, errOut, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-wait", "4s", "--max-reject", "5%",
+		"--outflow", "2/s,8/s", "--queue", "10,40", "--apply", "--http", s.HTTPAddr(), "--admin-token", "secret")
+	if err != nil || !strings.Contains(errOut, "note: the running shaper's orders differs from the file's in what tune varies (outflow 4/s → 8/s, queue 20 → 10, total none → 500/s)") ||
+		!strings.Contains(out, "changed: total 500/s → none") {
+		t.Errorf("--apply over a live total: %v, stderr:\n%s\nstdout:\n%s\nwant a note before and the total's removal after", err, errOut, out)
 	}
 	_, _, err = runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--max-reject", "100%", "--outflow", "2/s", "--queue", "10", "--apply", "--http", s.HTTPAddr())
 	if err == nil || !strings.Contains(err.Error(), "admin-token") {
