@@ -61,6 +61,9 @@ policies:
     outflow: 1/s
     queue: 5
     deliver: {subject: unconsumed.idle}
+  - name: once
+    outflow: 1/s
+    queue: 5
 `, hook.URL))})
 	testenv.Consume(t, sh.NATSURL(), "shaper.out.>") // the downstream workers: each delivery is answered
 	base := "http://" + sh.HTTPAddr()
@@ -107,6 +110,14 @@ policies:
 		`+document.body.dataset.polls >= 3 && document.querySelector('[data-policy="orders"] path.s-delivered').getAttribute('d').length > 0`,
 		15*time.Second)
 	b.waitFor("the dead letters of hooks", `document.querySelectorAll('[data-policy="hooks"] .letters li[data-seq]').length == 2`, 15*time.Second)
+	// once delivers its only job: its time in queue is shown, then, once
+	// 10 s old, no longer (a tour read a figure 3 minutes old as now's).
+	if _, err := api.Submit(ctx, "once", "o", []byte("the only job of once")); err != nil {
+		t.Fatal(err)
+	}
+	onceSub := `document.querySelector('[data-policy="once"] [data-figure="in_queue"] .sub').textContent`
+	b.waitFor("once's time in queue", onceSub+`.startsWith('p50')`, 15*time.Second)
+	b.waitFor("once's time in queue gone stale", onceSub+` == 'nothing delivered lately'`, 30*time.Second)
 
 	checkFigures(t, b, api)
 

@@ -7,6 +7,10 @@ import { el } from './dom.js';
 import * as fmt from './format.js';
 import { overridden, Tuner } from './tune.js';
 
+// freshMs is how old a sample of a time in queue or lateness may be and
+// still be shown: older, the card says nothing was delivered lately.
+const freshMs = 10000;
+
 // The series of each chart: keys of GET /v1/ui/series's samples.
 const charts = {
   rates: [['admitted', 'admitted'], ['rejected', 'rejected'], ['deferred', 'deferred'],
@@ -51,6 +55,9 @@ export class PolicyCard {
     this.policy = p;
     const s = this.series ? this.series.samples : {};
     const latest = (k) => fmt.last(s[k]);
+    // A time in queue sampled long ago is no figure for now: a tour read
+    // "22 s" three minutes after the policy's last delivery.
+    const recent = (k) => fmt.lastWithin(s[k], s.t, freshMs);
     const set = (name, n, sub, shown) => { this.figure(name, fmt.count(n), sub, shown).dataset.value = String(n); };
     set('queued', p.queued, `${fmt.plural(p.keys, 'key')} · ${fmt.count(p.in_flight)} in flight`);
     set('admitted', p.admitted, fmt.rate(latest('admitted')));
@@ -66,9 +73,9 @@ export class PolicyCard {
     set('failed', p.failed, fmt.rate(latest('failed')));
     set('dead', p.dead, p.dead > 0 ? 'see below' : '');
     this.root.querySelector('[data-figure="dead"]').classList.toggle('alert', p.dead > 0);
-    const p50 = latest('in_queue_p50_ms');
-    this.figure('in_queue', fmt.ms(p50), p50 == null ? 'nothing delivered lately' : 'p50 · p99 ' + fmt.ms(latest('in_queue_p99_ms')));
-    const late = latest('lateness_p99_ms');
+    const p50 = recent('in_queue_p50_ms');
+    this.figure('in_queue', fmt.ms(p50), p50 == null ? 'nothing delivered lately' : 'p50 · p99 ' + fmt.ms(recent('in_queue_p99_ms')));
+    const late = recent('lateness_p99_ms');
     this.figure('lateness', fmt.ms(late), late == null ? 'nothing delivered lately' : 'p99, slot to start');
 
     const drain = this.root.querySelector('.badge.drain');

@@ -48,6 +48,16 @@ export function ago(t, now) {
 // clock formats unix ms as a local time of day.
 export function clock(t) { return new Date(t).toLocaleTimeString('en-GB'); }
 
+// lastWithin returns the last value of xs that is not null and was sampled
+// (at ts, in ms) at most ms before the newest sample, or null.
+export function lastWithin(xs, ts, ms) {
+  xs = xs || [];
+  ts = ts || [];
+  const newest = ts.length ? ts[ts.length - 1] : 0;
+  for (let i = xs.length - 1; i >= 0 && newest - ts[i] <= ms; i--) if (xs[i] != null) return xs[i];
+  return null;
+}
+
 // last returns the last value of xs that is not null, or null.
 export function last(xs) {
   for (let i = (xs || []).length - 1; i >= 0; i--) if (xs[i] != null) return xs[i];
