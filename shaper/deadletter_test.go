@@ -78,6 +78,22 @@ policies:
 	if rec["status"] != "dead" || rec["reason"] == "" {
 		t.Errorf("job record of a dead job = %v, want status dead with a reason", rec)
 	}
+	// One that was attempted says what its last attempt met, as api.md
+	// promises (a tour found no last_error).
+	checked := 0
+	for _, d := range dead {
+		if d["attempts"] == 0.0 {
+			continue
+		}
+		_, rec := jobStatus(t, r.base, d["id"].(string))
+		if e, _ := rec["last_error"].(string); !strings.Contains(e, "503 Service Unavailable") {
+			t.Errorf("job record of a dead job attempted %v times = %v, want its last error (the webhook's 503)", d["attempts"], rec)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Errorf("no dead letter was attempted, among %v", dead)
+	}
 	if st := r.Status()[0]; st.Dead != 6 {
 		t.Errorf("status dead = %d, want 6", st.Dead)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,7 +148,7 @@ func (s *Store) Func(policy string, from From) func(context.Context, *queue.Msg,
 		if !ack.Duplicate {
 			s.count(policy).Add(1)
 		}
-		rec := jobs.Record{ID: m.ID, Policy: policy, Key: m.Key, Status: jobs.Dead, Reason: reason, History: history}
+		rec := jobs.Record{ID: m.ID, Policy: policy, Key: m.Key, Status: jobs.Dead, Reason: reason, History: history, LastError: lastError(history)}
 		if from == FromDeferred {
 			rec.Deferrals = m.Attempt - 1
 		} else {
@@ -217,4 +218,21 @@ func (s *Store) KeepCounts(ctx context.Context, interval time.Duration) {
 			s.Refresh(ctx)
 		}
 	}
+}
+
+// lastError returns the error of the last failed attempt in a dead job's
+// history ("<time> attempt 3: <error>"), "" when it has none (a job dead
+// before any attempt: undecodable, or past its deadline).
+func lastError(history []string) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		line := history[i]
+		at := strings.Index(line, " attempt ")
+		if at < 0 {
+			continue
+		}
+		if colon := strings.Index(line[at:], ": "); colon >= 0 {
+			return line[at+colon+2:]
+		}
+	}
+	return ""
 }
