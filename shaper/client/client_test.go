@@ -397,3 +397,26 @@ func TestSubmitRetryUnknownFate(t *testing.T) {
 		t.Errorf("4 submissions stored as %d jobs (%v), want 4: each has an idempotency key of its own", len(ids), ids)
 	}
 }
+
+// An idempotency key a header cannot carry unchanged is refused before
+// anything is sent, alike over HTTP and NATS: HTTP failed with a transport
+// error, NATS stored the job under the key changed (a tour's "a\nb"), and
+// " " was dropped silently, so its retries were new jobs.
+func TestIdempotencyKeyRefused(t *testing.T) {
+	e := start(t, testPolicies)
+	for _, tr := range e.submitters() {
+		for _, bad := range []string{"", " ", "a\nb", "a\rb", " lead", "trail\t"} {
+			res, err := tr.sub.Submit(t.Context(), "open", "idem", []byte("x"), client.WithIdempotencyKey(bad))
+			if !errors.Is(err, client.ErrBadRequest) || res.Outcome != 0 {
+				t.Errorf("%s: Submit with idempotency key %q = %+v, %v; want ErrBadRequest, nothing sent", tr.name, bad, res, err)
+			}
+		}
+		if _, err := tr.sub.Submit(t.Context(), "open", "idem", []byte("x"), client.WithIdempotencyKey("order 42/é")); err != nil {
+			t.Errorf("%s: Submit with idempotency key %q: %v", tr.name, "order 42/é", err)
+		}
+	}
+	// The good key, sent over both, is one job.
+	if st, err := e.c.Policy(t.Context(), "open"); err != nil || st.Admitted != 1 || st.Duplicates != 1 {
+		t.Errorf("jobs admitted: %d, duplicates %d, %v; want 1 and 1 (the good key only, over HTTP then NATS)", st.Admitted, st.Duplicates, err)
+	}
+}

@@ -260,6 +260,9 @@ func (d *Direct) Publish(key string, payload []byte, opts ...SubmitOption) (Ack,
 	job := queue.Job{Key: key, Payload: payload}
 	if len(opts) > 0 {
 		o := optionsOf(opts)
+		if err := o.check(); err != nil { // the same key as over HTTP and NATS, or none
+			return Ack{}, err
+		}
 		job.Dedupe = queue.DedupeID(d.policy, key, o.idempotencyKey)
 		if validTraceparent(o.traceparent) {
 			job.Header = nats.Header{HeaderTrace: {o.traceparent}}

@@ -95,6 +95,9 @@ func (n *NATS) Submit(ctx context.Context, policy, key string, payload []byte, o
 		return Result{}, err
 	}
 	o := optionsOf(opts)
+	if err := o.check(); err != nil {
+		return Result{}, err
+	}
 	r := o.retrier()
 	for {
 		res, err := n.submit(ctx, subject, key, payload, &o)

@@ -91,15 +91,18 @@ type SubmitOption func(*submitOptions)
 
 type submitOptions struct {
 	idempotencyKey string
+	keyGiven       bool // WithIdempotencyKey was given, "" too
 	traceparent    string
 	retryWithin    time.Duration
 }
 
 // WithIdempotencyKey sends key as the Idempotency-Key: a retry of the same
 // submission within the shaper's two-minute duplicate window is stored
-// once and answered with the first one's id (Result.Duplicate).
+// once and answered with the first one's id (Result.Duplicate). A key a
+// header cannot carry unchanged (empty, CR or LF, white space at either
+// end) is refused by Submit with ErrBadRequest before anything is sent.
 func WithIdempotencyKey(key string) SubmitOption {
-	return func(o *submitOptions) { o.idempotencyKey = key }
+	return func(o *submitOptions) { o.idempotencyKey, o.keyGiven = key, true }
 }
 
 // WithTraceparent sends tp, a W3C traceparent, with the job; the shaper
@@ -156,6 +159,9 @@ func (c *Client) Submit(ctx context.Context, policy, key string, payload []byte,
 		return Result{}, errEmptyName
 	}
 	o := optionsOf(opts)
+	if err := o.check(); err != nil {
+		return Result{}, err
+	}
 	path := "/v1/jobs/" + segment(policy) + "/" + segment(key)
 	r := o.retrier()
 	for {
@@ -281,6 +287,16 @@ type retrier struct {
 	// unsure: the submission carries an idempotency key, so a failure
 	// that leaves its fate unknown may be tried again.
 	unsure bool
+}
+
+// check refuses an idempotency key a header cannot carry unchanged: HTTP
+// refused it as a transport error, NATS changed it (CR and LF to spaces,
+// white space trimmed, " " to none) where a retry must send the same key.
+func (o *submitOptions) check() error {
+	if o.idempotencyKey == "" && !o.keyGiven || headerSafe(o.idempotencyKey) {
+		return nil
+	}
+	return fmt.Errorf("client: idempotency key %q: %w: a header cannot carry it unchanged (it must not be empty, hold CR or LF, or start or end with white space)", o.idempotencyKey, ErrBadRequest)
 }
 
 // retrier returns the retrier of a Submit over HTTP or NATS with o,
