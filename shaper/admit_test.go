@@ -138,12 +138,23 @@ policies:
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("two decisions with Redis down took %v, want them bounded by the limiter timeout", d)
 	}
+	// The status says since when, for each policy whose decisions failed
+	// (a tour's fail-closed policy answered every submission 503 while
+	// /readyz and shaper status looked healthy).
+	for _, st := range r.Status() {
+		if st.LimiterDownSince.IsZero() || st.LimiterDownSince.Before(start.Add(-time.Second)) {
+			t.Errorf("%s with Redis down: limiter_unavailable_since %v, want since the outage (%v)", st.Name, st.LimiterDownSince, start)
+		}
+	}
 	redis.Start()
 	waitFor(t, "limiter recovers when Redis returns", 10*time.Second, func() bool {
 		return r.post(t, "closed", "k3", nil).code == http.StatusAccepted
 	})
 	if a := r.post(t, "closed", "k3", nil); a.code != http.StatusTooManyRequests {
 		t.Errorf("after recovery a second job of k3 = %d, want 429 (limits enforced again)", a.code)
+	}
+	if st := r.Status(); !st[0].LimiterDownSince.IsZero() && st[0].Name == "closed" {
+		t.Errorf("closed after recovery: limiter_unavailable_since %v, want none", st[0].LimiterDownSince)
 	}
 }
 

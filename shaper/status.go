@@ -26,23 +26,26 @@ type PolicyStatus struct {
 	// where its view of the others' lags their holders' removals; summed
 	// over the shapers, the policy's queued jobs.
 	QueuedDraining int64  `json:"queued_draining"`
-	Admitted       uint64 `json:"admitted"`         // jobs accepted (202) since start
-	Duplicates     uint64 `json:"duplicates"`       // resubmissions answered from the duplicate window
-	Rejected       uint64 `json:"rejected"`         // jobs refused with 429 since start
-	Unavailable    uint64 `json:"unavailable"`      // submissions answered 503
-	Limited        uint64 `json:"limited"`          // submissions refused by the admission limit
-	Shadow         uint64 `json:"shadow_limited"`   // submissions a shadow admission limit would have refused
-	LimiterErrs    uint64 `json:"limiter_errors"`   // admission decisions the limiter backend failed
-	Deferred       uint64 `json:"deferred"`         // jobs deferred (429 deferred) since start
-	DeferQueued    int64  `json:"deferred_queued"`  // deferred jobs waiting for re-admission
-	Readmitted     uint64 `json:"readmitted"`       // deferred jobs put back into their queue since start
-	Dead           uint64 `json:"dead"`             // dead letters kept for the policy
-	Delivered      uint64 `json:"delivered"`        // jobs delivered since start
-	Failed         uint64 `json:"failed"`           // failed delivery attempts since start
-	Retries        uint64 `json:"retries"`          // attempts that retried a failed job (the retry budget's use)
-	RetriesHeld    uint64 `json:"retries_deferred"` // slots in which a due retry gave way to a fresh job (budget spent)
-	Aside          int    `json:"stepped_aside"`    // failed jobs waiting for a retry while their key's fresh jobs go on
-	Override       bool   `json:"override"`         // tuned live: a live override applies
+	Admitted       uint64 `json:"admitted"`       // jobs accepted (202) since start
+	Duplicates     uint64 `json:"duplicates"`     // resubmissions answered from the duplicate window
+	Rejected       uint64 `json:"rejected"`       // jobs refused with 429 since start
+	Unavailable    uint64 `json:"unavailable"`    // submissions answered 503
+	Limited        uint64 `json:"limited"`        // submissions refused by the admission limit
+	Shadow         uint64 `json:"shadow_limited"` // submissions a shadow admission limit would have refused
+	LimiterErrs    uint64 `json:"limiter_errors"` // admission decisions the limiter backend failed
+	// LimiterDownSince is when the admission limiter's backend (Redis)
+	// began failing this shaper's decisions, while it still does.
+	LimiterDownSince time.Time `json:"limiter_unavailable_since,omitzero"`
+	Deferred         uint64    `json:"deferred"`         // jobs deferred (429 deferred) since start
+	DeferQueued      int64     `json:"deferred_queued"`  // deferred jobs waiting for re-admission
+	Readmitted       uint64    `json:"readmitted"`       // deferred jobs put back into their queue since start
+	Dead             uint64    `json:"dead"`             // dead letters kept for the policy
+	Delivered        uint64    `json:"delivered"`        // jobs delivered since start
+	Failed           uint64    `json:"failed"`           // failed delivery attempts since start
+	Retries          uint64    `json:"retries"`          // attempts that retried a failed job (the retry budget's use)
+	RetriesHeld      uint64    `json:"retries_deferred"` // slots in which a due retry gave way to a fresh job (budget spent)
+	Aside            int       `json:"stepped_aside"`    // failed jobs waiting for a retry while their key's fresh jobs go on
+	Override         bool      `json:"override"`         // tuned live: a live override applies
 	// Overridden lists the fields the live override sets or resets, by
 	// their path in the policy file ("retry.attempts"; "admit" when it is
 	// off); the others are the file's.
@@ -120,30 +123,31 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 	ds := line.Drain.Stats()
 	c := line.Gate.Counts()
 	st := PolicyStatus{
-		Policy:         *line.Gate.Policy(),
-		Keys:           ds.Keys,
-		Queued:         ds.Queued,
-		QueuedDraining: ds.QueuedDraining,
-		Admitted:       c.Admitted,
-		Duplicates:     c.Duplicates,
-		Rejected:       c.Rejected,
-		Unavailable:    c.Unavailable,
-		Limited:        c.Limited,
-		Shadow:         c.ShadowLimited,
-		LimiterErrs:    c.LimiterErrors,
-		Deferred:       c.Deferred,
-		DeferQueued:    line.DeferDrain.Stats().Queued,
-		Readmitted:     c.Readmitted,
-		Delivered:      ds.Delivered,
-		Failed:         ds.Failed,
-		Retries:        ds.Retries,
-		RetriesHeld:    ds.RetriesDeferred,
-		Aside:          ds.SteppedAside,
-		Override:       line.override.Load(),
-		Overridden:     t.overrideOf(name).Paths(),
-		Draining:       line.Drain.Active(),
-		InFlight:       ds.InFlight,
-		Partitions:     line.Drain.Partitions(),
+		Policy:           *line.Gate.Policy(),
+		Keys:             ds.Keys,
+		Queued:           ds.Queued,
+		QueuedDraining:   ds.QueuedDraining,
+		Admitted:         c.Admitted,
+		Duplicates:       c.Duplicates,
+		Rejected:         c.Rejected,
+		Unavailable:      c.Unavailable,
+		Limited:          c.Limited,
+		Shadow:           c.ShadowLimited,
+		LimiterErrs:      c.LimiterErrors,
+		LimiterDownSince: c.LimiterDownSince,
+		Deferred:         c.Deferred,
+		DeferQueued:      line.DeferDrain.Stats().Queued,
+		Readmitted:       c.Readmitted,
+		Delivered:        ds.Delivered,
+		Failed:           ds.Failed,
+		Retries:          ds.Retries,
+		RetriesHeld:      ds.RetriesDeferred,
+		Aside:            ds.SteppedAside,
+		Override:         line.override.Load(),
+		Overridden:       t.overrideOf(name).Paths(),
+		Draining:         line.Drain.Active(),
+		InFlight:         ds.InFlight,
+		Partitions:       line.Drain.Partitions(),
 	}
 	if st.Adapt != nil {
 		st.Adapting = line.Drain.Adapting(adaptingKeys)

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shaper-dev/shaper/internal/cmdline"
+	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
@@ -98,6 +99,16 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 		if p.WaitingForConsumer != nil {
 			fmt.Fprintf(w, "waiting for a consumer: %s since %s (nobody answers its deliveries on %s.>; its jobs stay queued until one subscribes, e.g. producer sink --subject '%s.>', with --nats-url set to the shaper's NATS server (its \"shaper serving\" log line names it) unless that is nats://127.0.0.1:4222)\n",
 				p.Name, p.WaitingForConsumer.Local().Format("15:04:05"), p.Deliver.Subject, p.Deliver.Subject)
+		}
+	}
+	for _, p := range all {
+		if since := p.LimiterUnavailableSince; !since.IsZero() && p.Admit != nil {
+			how := "it fails open: this shaper's share of the limit decides"
+			if p.Admit.Fail == policies.FailClosed {
+				how = "it fails closed: every submission is answered 503"
+			}
+			fmt.Fprintf(w, "admission limit of %s: its Redis fails since %s (%d decisions failed); %s\n",
+				p.Name, since.Local().Format("15:04:05"), p.LimiterErrors, how)
 		}
 	}
 	for _, p := range all {

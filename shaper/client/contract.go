@@ -211,6 +211,11 @@ type Policy struct {
 	Limited       uint64 `json:"limited"`
 	ShadowLimited uint64 `json:"shadow_limited"`
 	LimiterErrors uint64 `json:"limiter_errors"`
+	// LimiterUnavailableSince is when the admission limit's backend began
+	// failing the answering shaper's decisions, while it still does: the
+	// policy then fails open (its local share of the limit) or closed
+	// (every submission 503). Zero while it answers.
+	LimiterUnavailableSince time.Time `json:"limiter_unavailable_since,omitzero"`
 	// Deferred counts deferred 429s; DeferredQueued is how many deferred
 	// jobs wait for re-admission; Readmitted counts those put back into
 	// their queue.

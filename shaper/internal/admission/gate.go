@@ -277,12 +277,16 @@ type Counts struct {
 	Limited       uint64 // requests refused by the admission limit
 	ShadowLimited uint64 // requests a shadow admission limit would have refused
 	LimiterErrors uint64 // decisions the limiter's backend failed
+	// LimiterDownSince is when the limiter's backend (Redis) began to fail
+	// the decisions, until one succeeds again; zero while it answers.
+	LimiterDownSince time.Time
 }
 
 type counters struct {
 	admitted, duplicates, rejected, unavailable atomic.Uint64
 	deferred, readmitted                        atomic.Uint64
 	limited, shadowLimited, limiterErrors       atomic.Uint64
+	limiterDown                                 atomic.Int64 // LimiterDownSince, Unix ns (0: none)
 }
 
 // Counts returns g's figures.
@@ -292,7 +296,16 @@ func (g *Gate) Counts() Counts {
 		Admitted: c.admitted.Load(), Duplicates: c.duplicates.Load(), Rejected: c.rejected.Load(),
 		Unavailable: c.unavailable.Load(), Deferred: c.deferred.Load(), Readmitted: c.readmitted.Load(),
 		Limited: c.limited.Load(), ShadowLimited: c.shadowLimited.Load(), LimiterErrors: c.limiterErrors.Load(),
+		LimiterDownSince: unixTime(c.limiterDown.Load()),
 	}
+}
+
+// unixTime is ns as a time, zero for 0.
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
 }
 
 // Sweep forgets what g remembers of keys nobody submits to any more:

@@ -84,7 +84,11 @@ func (g *Gate) admitLimit(ctx context.Context, l *admitLimiter, p *policies.Poli
 		g.counts.limiterErrors.Add(1)
 		if !errors.Is(err, limiter.ErrUnavailable) {
 			g.log.Warn("admission limiter", "err", err)
+		} else {
+			g.counts.limiterDown.CompareAndSwap(0, now.UnixNano())
 		}
+	} else {
+		g.counts.limiterDown.Store(0)
 	}
 	if res.Allowed {
 		return Decision{}, true
