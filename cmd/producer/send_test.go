@@ -273,7 +273,8 @@ func TestSendNATS(t *testing.T) {
 		subjects = map[string]string{} // subject → Shaper-Key
 		n        int
 	)
-	statuses := []string{`"status":"queued"`, `"status":"rejected"`, `"status":"deferred","retry_after_ms":10`, `"status":"error","code":400,"error":"bad key: empty"`}
+	statuses := []string{`"status":"queued"`, `"status":"rejected"`, `"status":"deferred","retry_after_ms":10`, `"status":"error","code":400,"error":"bad key: empty"`,
+		`"status":"rejected","code":429,"error":"admission limit 600/m (gcra) of policy \"orders\" exceeded for this key"`}
 	sub, err := nc.Subscribe("shaper.submit.>", func(m *nats.Msg) {
 		mu.Lock()
 		subjects[m.Subject] = m.Header.Get("Shaper-Key")
@@ -291,19 +292,21 @@ func TestSendNATS(t *testing.T) {
 	}
 
 	out, err := runCLI(t, t.Context(), "send", "--nats-url", s.ClientURL(), "--policy", "orders",
-		"--key", "k-1", "--key", "a.b", "--jobs", "8", "--concurrency", "1", "--json")
-	if err == nil || !strings.Contains(err.Error(), "2 of 8 jobs failed (error 2)") {
+		"--key", "k-1", "--key", "a.b", "--jobs", "10", "--concurrency", "1", "--json")
+	if err == nil || !strings.Contains(err.Error(), "2 of 10 jobs failed (error 2)") {
 		t.Errorf("send = %v, want an error counting the 2 failed jobs", err)
 	}
 	sum := decodeSendSummary(t, out)
-	for _, o := range []string{"queued", "rejected", "deferred", "error"} {
-		if sum.Outcomes[o] != 2 {
-			t.Errorf("outcomes = %v, want 2 each of queued, rejected, deferred, error", sum.Outcomes)
+	for o, n := range map[string]int64{"queued": 2, "rejected": 4, "deferred": 2, "error": 2} {
+		if sum.Outcomes[o] != n {
+			t.Errorf("outcomes = %v, want 2 each of queued, deferred, error and 4 rejected", sum.Outcomes)
 			break
 		}
 	}
-	if sum.Details["error 400"] != 2 {
-		t.Errorf("details = %v, want 2 of \"error 400\"", sum.Details)
+	// A refusal by the admission limit is told apart, as over HTTP (a tour
+	// saw a NATS run count 120 limited jobs as rejected, for a full queue).
+	if sum.Details["error 400"] != 2 || sum.Details["rejected limited"] != 2 || sum.Details["rejected"] != 2 {
+		t.Errorf("details = %v, want 2 each of \"error 400\", \"rejected limited\" and \"rejected\"", sum.Details)
 	}
 	want := map[string]string{"shaper.submit.orders.k-1": "k-1", "shaper.submit.orders.~YS5i": "a.b"}
 	mu.Lock()

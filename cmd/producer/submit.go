@@ -100,8 +100,10 @@ func (n *natsSubmitter) submit(ctx context.Context, key, idem string, payload []
 		return outQueued, "queued", nil
 	case err == nil && res.Outcome == client.OutcomeDeferred:
 		return outDeferred, "deferred", nil
+	case err == nil && res.Outcome == client.OutcomeLimited:
+		return outRejected, "rejected limited", nil // status "rejected" by the admission limit, not for a full queue
 	case err == nil:
-		return outRejected, "rejected", nil // rejected or limited: both are status "rejected"
+		return outRejected, "rejected", nil
 	case errors.As(err, &answer):
 		return outError, "error " + strconv.Itoa(answer.StatusCode), err
 	case errors.Is(err, client.ErrBadAnswer):
