@@ -135,6 +135,9 @@ var policyFigures = []gauge{
 	{"shaper.deliveries.in_flight", "Deliveries in progress.", false, func(p PolicyStatus) float64 { return float64(p.InFlight) }},
 	{"shaper.outflow.per_second", "Configured outflow rate per key.", false, func(p PolicyStatus) float64 { return p.Outflow.PerSecond() }},
 	{"shaper.queue.size", "Configured queue size per key.", false, func(p PolicyStatus) float64 { return float64(p.Queue) }},
+	{"shaper.total.per_second", "Configured total cap over the policy's keys, 0 for none.", false, func(p PolicyStatus) float64 { return p.Total.PerSecond() }},
+	{"shaper.concurrency.key", "Deliveries of one key awaiting their receipt at once, at most.", false, func(p PolicyStatus) float64 { return float64(p.Concurrency.Key) }},
+	{"shaper.concurrency.total", "Deliveries of the policy awaiting their receipt at once, at most; 0 for no bound.", false, func(p PolicyStatus) float64 { return float64(p.Concurrency.Total) }},
 }
 
 func bool01(b bool) float64 {

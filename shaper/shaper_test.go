@@ -358,7 +358,8 @@ func TestPoliciesEndpoint(t *testing.T) {
 	resp.Body.Close()
 	for _, line := range []string{`shaper_jobs_admitted_total{policy="burst"} 1`, `shaper_jobs_dead{policy="burst"} 0`,
 		`shaper_draining{policy="burst"} 1`, `shaper_jobs_deferred_queued{policy="burst"} 0`,
-		`shaper_nats_ingress_pending 0`, `shaper_nats_ingress_dropped_total 0`} {
+		`shaper_nats_ingress_pending 0`, `shaper_nats_ingress_dropped_total 0`,
+		`shaper_total_per_second{policy="burst"} 0`, `shaper_concurrency_key{policy="burst"} 1`, `shaper_concurrency_total{policy="burst"} 0`} {
 		if !strings.Contains(string(metrics), line+"\n") {
 			t.Errorf("/metrics lacks %q:\n%s", line, metrics)
 		}
