@@ -115,6 +115,9 @@ func tuningFrom(c *cli.Context) (tuning, error) {
 	if t.facts.submissions() == 0 {
 		return t, cli.Exit(fmt.Sprintf("shaper tune: --trace: %s holds no submissions: nothing to replay (record one with shaper record or producer trace)", t.trace), 2)
 	}
+	if note := t.facts.unitsNote(); note != "" {
+		fmt.Fprintln(c.App.ErrWriter, "shaper tune: "+note)
+	}
 	var downstream policies.Rate
 	if t.targets, downstream, err = targetsFrom(c); err != nil {
 		return t, cli.Exit("shaper tune: "+err.Error(), 2)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -394,5 +395,39 @@ func TestTuneSaysWhatNoCandidateTakes(t *testing.T) {
 	}
 	if !regexp.MustCompile(`refused under every candidate, and not in the table's rejected column \(full keys\) nor in --max-reject: \d+ \([\d.]+ ?%\) by the admission limit \(admit: 10/m\); tune varies outflow and queue, not these`).MatchString(out) {
 		t.Errorf("tune of a policy whose admission limit refuses most of the trace does not say so:\n%s", out)
+	}
+}
+
+// A trace whose times look written in another unit than seconds since its
+// start is replayed, with a note saying so before the replay: a tour's
+// trace in milliseconds replayed as 166 hours, and one of Unix times as
+// 472,222 hours, and the cheapest candidate was recommended for each.
+func TestTuneNotesTraceUnits(t *testing.T) {
+	pf, _ := tuneFiles(t)
+	dir := t.TempDir()
+	var ms, unix strings.Builder
+	ms.WriteString("at,key,size,outcome\n")
+	unix.WriteString("at,key,size,outcome\n")
+	for i := range 100 {
+		fmt.Fprintf(&ms, "%d.5,k%d,10,accepted\n", i*1000, i%3) // a 1 s trace written in ms
+		fmt.Fprintf(&unix, "%d.25,k%d,10,accepted\n", 1700000000+i, i%3)
+	}
+	for name, tc := range map[string]struct{ trace, want string }{
+		"ms":   {ms.String(), "note: the trace spans 27h30m0s for 100 submissions (0.001 a second): `at` is in seconds; a trace written in milliseconds is 1000 times too long"},
+		"unix": {unix.String(), "note: the trace's first submission is at 1700000000 s: `at` is seconds since the trace's start, not a Unix time"},
+	} {
+		trace := filepath.Join(dir, name+".csv")
+		if err := os.WriteFile(trace, []byte(tc.trace), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, err := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20")
+		if err != nil || !strings.Contains(errOut, tc.want) {
+			t.Errorf("tune of a trace in %s: %v, stderr:\n%s\nwant %q", name, err, errOut, tc.want)
+		}
+	}
+	// A trace in seconds says nothing of the kind.
+	_, trace := tuneFiles(t)
+	if _, errOut, _ := runCLI(t, "tune", "--policy-file", pf, "--trace", trace, "--outflow", "4/s", "--queue", "20"); strings.Contains(errOut, "note: the trace") {
+		t.Errorf("tune of a trace in seconds notes its units:\n%s", errOut)
 	}
 }

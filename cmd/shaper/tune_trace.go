@@ -20,6 +20,25 @@ type traceFacts struct {
 	Recorded map[traffic.Outcome]uint64
 	// Backlog is the evidence that the trace starts mid-backlog.
 	Backlog backlog
+	// First and Last are the first and last submissions' times.
+	First, Last time.Duration
+}
+
+// unitsNote says when the trace's times look written in another unit
+// than seconds since its start (a tour's trace in milliseconds replayed as
+// 166 hours, and Unix times as 472,222 hours: every candidate then met any
+// target, and the cheapest was recommended); "" when they look right.
+func (f *traceFacts) unitsNote() string {
+	const unixEra = 1e8 * time.Second // 1973 as a Unix time; 3 years into a trace
+	n := f.submissions()
+	span := f.Last - f.First
+	switch {
+	case f.First >= unixEra:
+		return fmt.Sprintf("note: the trace's first submission is at %.0f s: `at` is seconds since the trace's start, not a Unix time; subtract the first time from each", f.First.Seconds())
+	case span > 24*time.Hour && float64(n)/span.Seconds() < 1.0/60:
+		return fmt.Sprintf("note: the trace spans %s for %d submissions (%.2g a second): `at` is in seconds; a trace written in milliseconds is 1000 times too long", span.Round(time.Second), n, float64(n)/span.Seconds())
+	}
+	return ""
 }
 
 // backlog is what a trace shows of jobs queued before it began. The trace
@@ -75,6 +94,10 @@ func traceFactsOf(r *traffic.Reader, queue int) (traceFacts, error) {
 		if err != nil {
 			return facts, err
 		}
+		if facts.submissions() == 0 {
+			facts.First = rec.At
+		}
+		facts.Last = rec.At
 		facts.Recorded[rec.Outcome]++
 		n := kept[rec.Key]
 		switch {
