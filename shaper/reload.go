@@ -77,14 +77,18 @@ func needsRestart(field string) bool {
 // from the running policy and applies only at a restart: what the shapers
 // run, not what the file said before, so the warning lasts until the
 // restart, and ends when the file is put back.
-func (s *Shaper) restartNeeded(rep *ReloadReport, file, running policies.Policy) {
+// The status shows them until then too (served.restart).
+func (s *Shaper) restartNeeded(rep *ReloadReport, line *served, file, running policies.Policy) {
 	deliver, partitions := false, false
+	var pending []string
 	for _, c := range policies.Diff(running, file) {
 		if needsRestart(c.Field) {
 			partitions = partitions || c.Field == "partitions"
 			deliver = deliver || c.Field != "partitions"
+			pending = append(pending, c.String())
 		}
 	}
+	line.restart.Store(&pending)
 	if deliver {
 		s.warn(rep, file.Name+": the delivery target changed: restart the shaper to apply it")
 	}
@@ -130,7 +134,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		}
 		before, _ := old.Lookup(p.Name)
 		fileChanges := policies.Diff(before, p)
-		s.restartNeeded(&rep, p, *line.Policy())
+		s.restartNeeded(&rep, line, p, *line.Policy())
 		if len(fileChanges) == 0 {
 			rep.Unchanged++
 			// Still said on every reload while the override keeps a field

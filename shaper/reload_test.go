@@ -165,5 +165,14 @@ func TestReloadRestartWarningFollowsTheRunningPolicy(t *testing.T) {
 		if warned := slices.Contains(rep.Warnings, warning); warned != tc.warn {
 			t.Errorf("reload %d (partitions %s, 4 running): warnings %q; want the restart warning: %v", i+1, tc.parts, rep.Warnings, tc.warn)
 		}
+		// The status says it too, until the restart or the file put back
+		// (a tour found no trace of it once the reload's answer was gone).
+		want := []string(nil)
+		if tc.warn {
+			want = []string{"partitions 4 → " + tc.parts}
+		}
+		if got := r.Status()[0].RestartPending; !slices.Equal(got, want) {
+			t.Errorf("reload %d (partitions %s, 4 running): status restart_pending %q, want %q", i+1, tc.parts, got, want)
+		}
 	}
 }

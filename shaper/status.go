@@ -36,16 +36,19 @@ type PolicyStatus struct {
 	// LimiterDownSince is when the admission limiter's backend (Redis)
 	// began failing this shaper's decisions, while it still does.
 	LimiterDownSince time.Time `json:"limiter_unavailable_since,omitzero"`
-	Deferred         uint64    `json:"deferred"`         // jobs deferred (429 deferred) since start
-	DeferQueued      int64     `json:"deferred_queued"`  // deferred jobs waiting for re-admission
-	Readmitted       uint64    `json:"readmitted"`       // deferred jobs put back into their queue since start
-	Dead             uint64    `json:"dead"`             // dead letters kept for the policy
-	Delivered        uint64    `json:"delivered"`        // jobs delivered since start
-	Failed           uint64    `json:"failed"`           // failed delivery attempts since start
-	Retries          uint64    `json:"retries"`          // attempts that retried a failed job (the retry budget's use)
-	RetriesHeld      uint64    `json:"retries_deferred"` // slots in which a due retry gave way to a fresh job (budget spent)
-	Aside            int       `json:"stepped_aside"`    // failed jobs waiting for a retry while their key's fresh jobs go on
-	Override         bool      `json:"override"`         // tuned live: a live override applies
+	// RestartPending lists the changes of the policy file, reloaded, that
+	// apply only at a restart ("partitions 4 → 2").
+	RestartPending []string `json:"restart_pending,omitempty"`
+	Deferred       uint64   `json:"deferred"`         // jobs deferred (429 deferred) since start
+	DeferQueued    int64    `json:"deferred_queued"`  // deferred jobs waiting for re-admission
+	Readmitted     uint64   `json:"readmitted"`       // deferred jobs put back into their queue since start
+	Dead           uint64   `json:"dead"`             // dead letters kept for the policy
+	Delivered      uint64   `json:"delivered"`        // jobs delivered since start
+	Failed         uint64   `json:"failed"`           // failed delivery attempts since start
+	Retries        uint64   `json:"retries"`          // attempts that retried a failed job (the retry budget's use)
+	RetriesHeld    uint64   `json:"retries_deferred"` // slots in which a due retry gave way to a fresh job (budget spent)
+	Aside          int      `json:"stepped_aside"`    // failed jobs waiting for a retry while their key's fresh jobs go on
+	Override       bool     `json:"override"`         // tuned live: a live override applies
 	// Overridden lists the fields the live override sets or resets, by
 	// their path in the policy file ("retry.attempts"; "admit" when it is
 	// off); the others are the file's.
@@ -135,6 +138,7 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 		Shadow:           c.ShadowLimited,
 		LimiterErrs:      c.LimiterErrors,
 		LimiterDownSince: c.LimiterDownSince,
+		RestartPending:   restartPending(line),
 		Deferred:         c.Deferred,
 		DeferQueued:      line.DeferDrain.Stats().Queued,
 		Readmitted:       c.Readmitted,
@@ -329,3 +333,11 @@ func inPolicy(name string, err error) string {
 
 // DeadLetter is one dead-lettered job as GET /v1/dead shows it.
 type DeadLetter = deadletter.Letter
+
+// restartPending returns what the last reload left waiting for a restart.
+func restartPending(line *served) []string {
+	if p := line.restart.Load(); p != nil {
+		return *p
+	}
+	return nil
+}

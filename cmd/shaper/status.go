@@ -90,6 +90,12 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 		}
 	}
 	for _, p := range all {
+		if len(p.RestartPending) > 0 {
+			fmt.Fprintf(w, "restart pending: %s: the policy file, reloaded, changes %s, which apply only at a restart (of every shaper, for partitions)\n",
+				p.Name, strings.Join(p.RestartPending, ", "))
+		}
+	}
+	for _, p := range all {
 		if len(p.FileDiffersOn) > 0 {
 			fmt.Fprintf(w, "policy files differ: %s is set otherwise on %s than here (the drainer paces its keys by its own file; give every shaper the same file and reload each)\n",
 				p.Name, strings.Join(p.FileDiffersOn, ", "))

@@ -216,6 +216,10 @@ type Policy struct {
 	// policy then fails open (its local share of the limit) or closed
 	// (every submission 503). Zero while it answers.
 	LimiterUnavailableSince time.Time `json:"limiter_unavailable_since,omitzero"`
+	// RestartPending lists the changes of the policy file, reloaded, that
+	// the answering shaper applies only at a restart ("partitions 4 → 2",
+	// a delivery target).
+	RestartPending []string `json:"restart_pending,omitempty"`
 	// Deferred counts deferred 429s; DeferredQueued is how many deferred
 	// jobs wait for re-admission; Readmitted counts those put back into
 	// their queue.
