@@ -37,7 +37,8 @@ func Parse(filename string, data []byte) (*Set, error) {
 			ee.File = filename
 			return nil, ee
 		}
-		return nil, &Error{File: filename, Line: syntaxLine(data, err), Msg: yamlMsg(err)}
+		line := syntaxLine(data, err)
+		return nil, &Error{File: filename, Line: line, Msg: yamlMsg(err) + tabHint(data, line)}
 	}
 	p := &parser{file: filename}
 	set := p.parseFile(root)

@@ -269,7 +269,7 @@ func TestParseErrors(t *testing.T) {
 		// yaml.v3 says it is.
 		{"syntax indent", "policies:\n  - name: a\n    outflow: 1/s\n   queue: 1\n", 4, "", "yaml: did not find expected '-' indicator"},
 		{"syntax first line", "a: b: c\n", 1, "", "yaml: mapping values are not allowed"},
-		{"syntax tab", "policies:\n\t- name: a\n", 2, "", "yaml: found character that cannot start any token"},
+		{"syntax tab", "policies:\n\t- name: a\n", 2, "", "yaml: found character that cannot start any token (the line holds a tab: YAML indents with spaces only)"},
 		{"syntax open quote", head + "    overflow: \"defer\n", 5, "", "yaml:"},
 		{"syntax open flow", head + "    retry: {attempts: 1\n    admit: 1\n", 5, "", "yaml:"},
 		{"syntax unknown anchor", head + "  - *nope\n", 5, "", "yaml: unknown anchor 'nope' referenced"},

@@ -51,6 +51,17 @@ func yamlMsg(err error) string {
 	return "yaml: " + msg
 }
 
+// tabHint says, of a syntax error on a line holding a tab, that YAML
+// indents with spaces only: yaml.v3 says only "found character that cannot
+// start any token".
+func tabHint(data []byte, line int) string {
+	lines := bytes.Split(data, []byte("\n"))
+	if line < 1 || line > len(lines) || !bytes.ContainsRune(lines[line-1], '\t') {
+		return ""
+	}
+	return " (the line holds a tab: YAML indents with spaces only)"
+}
+
 // syntaxLine finds the line of a YAML syntax error. yaml.v3 reports the line
 // of the enclosing construct, off by one at times, or none at all; instead
 // this finds the shortest run of leading lines of data that fails with the

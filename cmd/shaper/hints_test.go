@@ -178,6 +178,7 @@ func TestCommandLineMends(t *testing.T) {
 		{[]string{"dead", "show", "orders", "x"}, `shaper dead show: bad sequence "x": want a positive number`},
 		{[]string{"dead", "replay", "orders"}, `shaper dead replay: unexpected argument "orders": it takes none, only flags (did you mean --policy orders?)`},
 		{[]string{"status", "orders"}, `shaper status: unexpected argument "orders": it takes none, only flags (see shaper status --help)`},
+		{[]string{"status", "--interval", "1s"}, `shaper status: --interval is how often --watch refreshes: give --watch too`},
 		{[]string{"serve", "--workers", "0"}, `shaper serve: --workers 0: want at least 1 (deliveries in flight per policy; default 32)`},
 		{[]string{"serve", "--workers", "-1"}, `shaper serve: --workers -1: want at least 1`},
 		{[]string{"serve", "--max-payload", "-5"}, `shaper serve: --max-payload -5: want at least 1 (bytes)`},

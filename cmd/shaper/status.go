@@ -39,6 +39,9 @@ with a time stamp every --interval otherwise.`,
 				return err
 			}
 			if !c.Bool("watch") {
+				if c.IsSet("interval") { // it would be ignored: say so
+					return cli.Exit("shaper status: --interval is how often --watch refreshes: give --watch too", cmdline.ExitUsage)
+				}
 				return showStatus(c, api, c.App.Writer)
 			}
 			every := c.Duration("interval")
