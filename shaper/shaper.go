@@ -253,6 +253,9 @@ func (s *Shaper) Run(ctx context.Context) error {
 	if err := s.lanes.subscribe(s.nc, s.policies.names()); err != nil {
 		return abort(fmt.Errorf("shaper: direct lane: %w", err))
 	}
+	if err := s.answerJobs(s.nc); err != nil {
+		return abort(fmt.Errorf("shaper: job status over NATS: %w", err))
+	}
 	// Ready means answering: a request sent the moment after (a submission,
 	// shaper record) found no responders while the server had yet to read
 	// the subscriptions.

@@ -420,3 +420,34 @@ func TestIdempotencyKeyRefused(t *testing.T) {
 		t.Errorf("jobs admitted: %d, duplicates %d, %v; want 1 and 1 (the good key only, over HTTP then NATS)", st.Admitted, st.Duplicates, err)
 	}
 }
+
+// A producer that submits over NATS follows its jobs over NATS too
+// (NATS.Job, shaper.job.<id>), with the answer GET /v1/jobs/{id} gives: a
+// tour's NATS-only producer had no way to read a job's status.
+func TestNATSJob(t *testing.T) {
+	e := start(t, testPolicies)
+	ctx := t.Context()
+	mustSubmit(t, e.n, "tight", "job", client.OutcomeAccepted) // delivered, its slot held an hour
+	res := mustSubmit(t, e.n, "tight", "job2", client.OutcomeAccepted)
+	waitUntil(t, "both answers alike", func() bool {
+		viaNATS, err1 := e.n.Job(ctx, res.ID)
+		viaHTTP, err2 := e.c.Job(ctx, res.ID)
+		return err1 == nil && err2 == nil && viaNATS.Status == viaHTTP.Status && viaNATS.ID == res.ID && viaNATS.Policy == "tight"
+	})
+	unknown := res.ID[:strings.LastIndexByte(res.ID, '-')] + "-zzzz" // a place the queue never reached: the shaper says 404
+	for _, id := range []string{unknown, "a.b", "*", ""} {
+		if _, err := e.n.Job(ctx, id); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("NATS.Job(%q) = %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+// waitUntil waits up to 10 s for cond.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after 10s", what)
+		}
+	}
+}

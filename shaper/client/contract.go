@@ -371,6 +371,19 @@ type DeadFilter struct {
 	After string
 }
 
+// DefaultJobSubject is the root of the job status subjects: a request to
+// <root>.<id> is answered by a shaper with the job (Job's JSON, as GET
+// /v1/jobs/{id}), or with a JobError.
+const DefaultJobSubject = "shaper.job"
+
+// JobError is the answer to a job status request over NATS that has no
+// job to tell of: Code is the HTTP status GET /v1/jobs/{id} would have
+// answered (404 unknown or past the horizon, 503 unavailable).
+type JobError struct {
+	Code  int    `json:"code"`
+	Error string `json:"error"`
+}
+
 // DefaultLaneSubject is the root of the direct lane's subjects: a request
 // to <root>.<policy> is answered by a shaper with the policy's Lane, and
 // every shaper publishes it again on <root>.<policy>.state when it changes.

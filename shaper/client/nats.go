@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -172,4 +174,35 @@ func resultOf(subject string, r Reply) (Result, error) {
 		op:          "request " + subject,
 		policyRoute: true,
 	}
+}
+
+// Job returns what the shaper knows of job id, as Client.Job does over
+// HTTP, by a request to DefaultJobSubject.<id>: a producer that submits
+// over NATS needs no HTTP to follow its jobs. An unknown id, or one past
+// the horizon of job status, is ErrNotFound; no shaper answering, a
+// transport error.
+func (n *NATS) Job(ctx context.Context, id string) (Job, error) {
+	subject := DefaultJobSubject + "." + id
+	if !queue.ValidJobID(id) {
+		return Job{}, &Error{StatusCode: http.StatusNotFound, op: "request " + subject,
+			Problem: Problem{Type: "about:blank", Title: "Not Found", Status: http.StatusNotFound, Detail: "no job " + strconv.Quote(id) + ": not a job id"}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	m, err := n.nc.RequestWithContext(ctx, subject, nil)
+	if err != nil {
+		return Job{}, fmt.Errorf("client: request %s: %w", subject, err)
+	}
+	var reply struct {
+		Job
+		JobError
+	}
+	if err := json.Unmarshal(m.Data, &reply); err != nil {
+		return Job{}, fmt.Errorf("client: request %s: %w: %v", subject, ErrBadAnswer, err)
+	}
+	if e := reply.JobError; e.Code != 0 {
+		return Job{}, &Error{StatusCode: e.Code, op: "request " + subject,
+			Problem: Problem{Type: "about:blank", Title: http.StatusText(e.Code), Status: e.Code, Detail: e.Error}}
+	}
+	return reply.Job, nil
 }

@@ -45,20 +45,7 @@ func PastNextTry(rec *Record, now time.Time, waiting Waiting) string {
 func (s *Store) Handler(find Finder, waiting Waiting, nextTry NextTry) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		rec, err := s.Status(r.Context(), id, find)
-		if err == nil && rec.Status == Queued && !rec.NextTry.IsZero() {
-			if at, ok := nextTry(rec.Policy, rec.Key, id); ok {
-				rec.NextTry = at
-			}
-		}
-		if err == nil && rec.Reason == "" {
-			switch rec.Status {
-			case Queued:
-				rec.Reason = waiting(rec.Policy, rec.Key)
-			case Deferred:
-				rec.Reason = PastNextTry(rec, time.Now(), waiting)
-			}
-		}
+		rec, err := s.Answer(r.Context(), id, find, waiting, nextTry)
 		switch {
 		case err == nil:
 			httpapi.WriteJSON(w, http.StatusOK, rec)
@@ -68,6 +55,30 @@ func (s *Store) Handler(find Finder, waiting Waiting, nextTry NextTry) http.Hand
 			httpapi.Unavailable(w, "job status", err)
 		}
 	}
+}
+
+// Answer is what GET /v1/jobs/{id} (and its NATS subject) answers of job
+// id: its Status, with a failed job's next try read from the drain's
+// schedule and why a job waits beyond its turn.
+func (s *Store) Answer(ctx context.Context, id string, find Finder, waiting Waiting, nextTry NextTry) (*Record, error) {
+	rec, err := s.Status(ctx, id, find)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status == Queued && !rec.NextTry.IsZero() {
+		if at, ok := nextTry(rec.Policy, rec.Key, id); ok {
+			rec.NextTry = at
+		}
+	}
+	if rec.Reason == "" {
+		switch rec.Status {
+		case Queued:
+			rec.Reason = waiting(rec.Policy, rec.Key)
+		case Deferred:
+			rec.Reason = PastNextTry(rec, time.Now(), waiting)
+		}
+	}
+	return rec, nil
 }
 
 // Status returns what is known of job id, ErrNotFound when nothing is.
