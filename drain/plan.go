@@ -383,25 +383,6 @@ func (r *rounds) enter(at, now, totalNext time.Time) time.Time {
 	return at.Add(min(ahead, time.Duration(r.others(r.shift+1))*r.total))
 }
 
-// afterReady returns when a key ready at at gets its slot under the cap
-// when no slot is reserved ahead: after the slots the keys in r.ready take,
-// each when it is ready and a cap's interval after the one before.
-func (r *rounds) afterReady(at time.Time) time.Time {
-	slices.SortFunc(r.ready, time.Time.Compare)
-	var last time.Time
-	for i, ready := range r.ready {
-		if i == 0 {
-			last = ready
-		} else {
-			last = maxTime(ready, last.Add(r.total))
-		}
-	}
-	if len(r.ready) == 0 {
-		return at
-	}
-	return maxTime(at, last.Add(r.total))
-}
-
 // others counts the keys other than the asking one with at least m jobs
 // waiting.
 func (r *rounds) others(m int64) int64 {
