@@ -144,11 +144,14 @@ func TestResume(t *testing.T) {
 		r := newMemRig(t, 50, drain.Pace{Interval: 10 * time.Millisecond, Retry: drain.Retry{
 			Attempts: 5, Budget: 0.2}}, drain.Config{
 			DeadLetter: ev.deadLetter,
-			Resume: func(_ context.Context, m *queue.Msg) int {
+			Resume: func(_ context.Context, m *queue.Msg) (int, []string) {
 				mu.Lock()
 				defer mu.Unlock()
 				asked = append(asked, m.ID)
-				return before[m.ID]
+				if m.ID == "b-0" { // what its 5 attempts met, kept elsewhere
+					return before[m.ID], []string{"t1 attempt 1: refused", "t5 attempt 5: refused"}
+				}
+				return before[m.ID], nil
 			},
 		})
 		r.admit("a", 12)
@@ -165,9 +168,13 @@ func TestResume(t *testing.T) {
 		if attempt["a-0"] != 3 || attempt["a-1"] != 1 {
 			t.Errorf("a-0 delivered with Attempt %d, a-1 with %d; want 3 (two failed before), 1", attempt["a-0"], attempt["a-1"])
 		}
+		// Its history goes on from the attempts before (a tour's dead
+		// letter after a kill -9 began "resumed after 2 failed attempts",
+		// the earlier attempts' errors lost).
 		if len(ev.letters) != 1 || ev.letters[0].id != "b-0" || ev.letters[0].reason != drain.ReasonDelivery ||
+			!strings.HasPrefix(fmt.Sprint(ev.letters[0].history), "[t1 attempt 1: refused t5 attempt 5: refused ") ||
 			!strings.Contains(fmt.Sprint(ev.letters[0].history), "resumed after 5 failed attempts") {
-			t.Errorf("dead letters %+v, want b-0's (out of attempts before the activation), saying so", ev.letters)
+			t.Errorf("dead letters %+v, want b-0's (out of attempts before the activation), its earlier attempts first, then saying so", ev.letters)
 		}
 		if _, tried := attempt["b-0"]; tried {
 			t.Errorf("b-0 was delivered, want it dead-lettered without another attempt")

@@ -73,9 +73,10 @@ type Config struct {
 	// as one of the first few heads of its key after it (the jobs a
 	// previous drainer can have tried), not about every job. It is called
 	// like OnDeliver, without the lock held, and may be called for jobs
-	// never tried (it answers 0). Default: every job starts at its stored
-	// Attempt.
-	Resume func(ctx context.Context, m *queue.Msg) (failures int)
+	// never tried (it answers 0), with the history of those attempts when
+	// it kept one (Event.History), which the job's goes on from. Default:
+	// every job starts at its stored Attempt.
+	Resume func(ctx context.Context, m *queue.Msg) (failures int, history []string)
 	// Passive starts the Drainer watching but not delivering, until SetActive(true).
 	Passive bool
 	// WatchedBytes bounds the jobs Watch reported whole (queue.Notice.Job)
@@ -96,6 +97,10 @@ type Event struct {
 	Scheduled time.Time // the slot the delivery was due in
 	Started   time.Time // when the sink was called
 	Err       error     // nil when delivered
+	// History is, of a failed attempt, the job's history so far (the
+	// lines a dead letter would carry), for Config.Resume to give back to
+	// a drainer that takes the job over.
+	History []string
 	RetryAt   time.Time // when the job may be tried again, after a failure (a retry may wait longer for its key's retry budget)
 	Reason    string    // set when the job was dead-lettered instead
 	// Attempted says the delivery reached the downstream: true when it was

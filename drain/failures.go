@@ -3,6 +3,7 @@ package drain
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -100,7 +101,7 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	}
 	// Reported once complete, before the key is released: a job's dead
 	// letter or the key's next delivery (its next step) cannot overtake it.
-	s.failure = &Event{Key: t.msg.Key, ID: t.msg.ID, Attempt: t.msg.Attempt, Enqueued: t.msg.EnqueuedAt, Scheduled: s.scheduled,
+	s.failure = &Event{Key: t.msg.Key, ID: t.msg.ID, Attempt: t.msg.Attempt, Enqueued: t.msg.EnqueuedAt, Scheduled: s.scheduled, History: slices.Clone(t.history),
 		Started: s.started, Err: s.err, RetryAt: retryAt, Attempted: Attempted(s.err)}
 }
 
@@ -120,9 +121,12 @@ func Attempted(err error) bool {
 // says it had before this drainer's activation: they count toward its
 // attempts, and a job out of attempts, or past its deadline, is
 // dead-lettered at once. d.mu must be held.
-func (d *Drainer) resumed(t *tried, failures int, now time.Time) {
+func (d *Drainer) resumed(t *tried, failures int, history []string, now time.Time) {
 	t.failures, t.retrying = failures, true
 	t.due = now
+	for _, line := range history { // what the attempts before met, kept by Resume
+		t.note(line)
+	}
 	t.note(fmt.Sprintf("%s resumed after %d failed attempts", now.UTC().Format(time.RFC3339Nano), failures))
 	t.deadReason = d.outOf(t, now)
 }

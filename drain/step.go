@@ -59,6 +59,7 @@ type step struct {
 	missing   []uint64 // exact sequences found gone
 	failure   *Event   // the failed delivery, reported once complete
 	before    int      // failed attempts of the head before activation, by Resume
+	beforeLog []string // and what they met (their history), by Resume
 
 	delivery Delivery // what the sink is handed
 	flight   *flight  // the job goes on a flight of its own once the step is done (Concurrency.Key above 1)
@@ -231,8 +232,8 @@ func (d *Drainer) readHead(ctx, qctx context.Context, s *step) {
 		s.resumeUpTo = last
 	}
 	if s.resumed() {
-		if n := d.cfg.Resume(ctx, s.head); n > 0 {
-			s.before = n
+		if n, history := d.cfg.Resume(ctx, s.head); n > 0 {
+			s.before, s.beforeLog = n, history
 			s.head.Attempt = max(s.head.Attempt, n+1)
 		}
 	}
@@ -309,7 +310,7 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 		case s.resumed():
 			k.resumeLeft--
 			if s.before > 0 {
-				d.resumed(&k.head, s.before, now)
+				d.resumed(&k.head, s.before, s.beforeLog, now)
 			}
 		case s.resume:
 			k.resumeLeft = 0 // this job and the later ones were stored after activation

@@ -2,6 +2,7 @@ package shaper_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,6 +172,12 @@ func TestAttemptsCountAcrossRestarts(t *testing.T) {
 		j, err := api.Job(context.Background(), res.ID)
 		return err == nil && j.Attempts >= 2
 	})
+	// Their history is recorded with them, for the drainer after the
+	// restart to go on from (a tour's dead letter after a kill -9 began
+	// "resumed after 2 failed attempts", the errors before it lost).
+	if j, err := api.Job(context.Background(), res.ID); err != nil || !strings.Contains(fmt.Sprint(j.History), "attempt 1: ") || !strings.Contains(fmt.Sprint(j.History), "attempt 2: ") {
+		t.Errorf("record of a job failed twice: %+v, %v; want the history of both attempts", j, err)
+	}
 	sub.Unsubscribe()
 	first.Stop()
 

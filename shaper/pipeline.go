@@ -181,12 +181,12 @@ func (s *Shaper) recordDelivery(policy string) func(drain.Event) {
 // count for m (drain.Config.Resume): a job failing when its shaper stopped
 // resumes with its attempts, so Shaper-Attempt and the retry bounds count
 // across restarts and take-overs.
-func (s *Shaper) failedAttempts(ctx context.Context, m *queue.Msg) int {
+func (s *Shaper) failedAttempts(ctx context.Context, m *queue.Msg) (int, []string) {
 	rec, err := s.jobs.Get(ctx, m.ID)
 	if err != nil || rec.Status != jobs.Queued {
-		return 0 // no record (never failed), or one that says nothing of attempts
+		return 0, nil // no record (never failed), or one that says nothing of attempts
 	}
-	return rec.Attempts
+	return rec.Attempts, rec.History
 }
 
 // recordDeferred keeps the job records of deferred jobs whose re-admission

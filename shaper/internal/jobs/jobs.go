@@ -263,7 +263,7 @@ func FromDelivery(policy string, e drain.Event) (Record, bool) {
 	case e.Err == nil:
 		return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Delivered, Attempts: e.Attempt}, true
 	default:
-		return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Queued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error()}, true
+		return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Queued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error(), History: e.History}, true
 	}
 }
 

@@ -76,8 +76,9 @@ type Config struct {
 	DeadLetter      DeadLetter
 	DeferDeadLetter DeadLetter
 	// Resume says how many failed attempts a job had before this
-	// pipeline's drainer took the policy (drain.Config.Resume).
-	Resume func(ctx context.Context, m *queue.Msg) int
+	// pipeline's drainer took the policy, and their history
+	// (drain.Config.Resume).
+	Resume func(ctx context.Context, m *queue.Msg) (failures int, history []string)
 }
 
 // Pipeline is one policy's admission and drains. Its methods are safe for
