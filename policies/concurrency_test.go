@@ -3,9 +3,11 @@ package policies
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConcurrencyParse(t *testing.T) {
@@ -111,5 +113,20 @@ func TestConcurrencyJSONAndDiff(t *testing.T) {
 	want := []Change{{"concurrency.key", "2", "1"}, {"concurrency.total", "4", "none"}}
 	if got := Diff(p, q); !reflect.DeepEqual(got, want) {
 		t.Errorf("Diff = %v, want %v", got, want)
+	}
+}
+
+// partitions left out is 1 partition: a file that adds "partitions: 4"
+// changes 1 → 4, not 0 → 4 (a tour read "partitions 0 → 4" in status).
+func TestDiffPartitionsDefault(t *testing.T) {
+	a := Policy{Name: "p", Outflow: Rate{N: 1, Per: time.Second}, Queue: 1}
+	b := a
+	b.Partitions = 4
+	if got := fmt.Sprint(Diff(a, b)); got != "[partitions 1 → 4]" {
+		t.Errorf("Diff(no partitions, 4) = %s, want [partitions 1 → 4]", got)
+	}
+	b.Partitions = 1
+	if d := Diff(a, b); len(d) != 0 {
+		t.Errorf("Diff(no partitions, 1) = %v, want none", d)
 	}
 }

@@ -44,7 +44,7 @@ func Diff(a, b Policy) []Change {
 	add("queue", strconv.Itoa(a.Queue), strconv.Itoa(b.Queue))
 	add("overflow", string(a.Overflow), string(b.Overflow))
 	add("total", rate(a.Total), rate(b.Total))
-	add("partitions", strconv.Itoa(a.Partitions), strconv.Itoa(b.Partitions))
+	add("partitions", strconv.Itoa(a.Parts()), strconv.Itoa(b.Parts())) // 0 is the default, 1
 	add("deliver.subject", str(a.Deliver.Subject), str(b.Deliver.Subject))
 	add("deliver.stream", str(a.Deliver.Stream), str(b.Deliver.Stream))
 	add("deliver.mode", str(string(a.Deliver.Mode)), str(string(b.Deliver.Mode)))

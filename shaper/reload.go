@@ -26,6 +26,9 @@ type ReloadReport struct {
 	// Warnings are changes of the file not applied, and why: fields a live
 	// override sets (each named), a delivery target that needs a restart.
 	Warnings []string `json:"warnings"`
+	// RestartPending lists what of the file waits for a restart, policy by
+	// policy ("spare: partitions 1 → 4"), as the status shows it.
+	RestartPending []string `json:"restart_pending"`
 }
 
 type reloadRequest struct {
@@ -89,6 +92,9 @@ func (s *Shaper) restartNeeded(rep *ReloadReport, line *served, file, running po
 		}
 	}
 	line.restart.Store(&pending)
+	if len(pending) > 0 {
+		rep.RestartPending = append(rep.RestartPending, file.Name+": "+strings.Join(pending, ", "))
+	}
 	if deliver {
 		s.warn(rep, file.Name+": the delivery target changed: restart the shaper to apply it")
 	}
@@ -99,7 +105,7 @@ func (s *Shaper) restartNeeded(rep *ReloadReport, line *served, file, running po
 
 // reload is Reload's work, run by Run with its context.
 func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
-	rep := ReloadReport{File: s.cfg.PolicyFile, Added: []string{}, Removed: []string{}, Changed: []string{}, Warnings: []string{}}
+	rep := ReloadReport{File: s.cfg.PolicyFile, Added: []string{}, Removed: []string{}, Changed: []string{}, Warnings: []string{}, RestartPending: []string{}}
 	set, err := policies.Load(s.cfg.PolicyFile)
 	if err != nil {
 		for _, e := range unjoin(err) {

@@ -171,6 +171,9 @@ func TestReloadRestartWarningFollowsTheRunningPolicy(t *testing.T) {
 		if tc.warn {
 			want = []string{"partitions 4 → " + tc.parts}
 		}
+		if len(want) > 0 && !slices.Equal(rep.RestartPending, []string{"p: " + want[0]}) {
+			t.Errorf("reload %d: report's restart_pending %q, want p's %q", i+1, rep.RestartPending, want)
+		}
 		if got := r.Status()[0].RestartPending; !slices.Equal(got, want) {
 			t.Errorf("reload %d (partitions %s, 4 running): status restart_pending %q, want %q", i+1, tc.parts, got, want)
 		}

@@ -150,8 +150,8 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			go func() {
 				select {
 				case <-s.Ready():
-					fmt.Fprintf(c.App.ErrWriter, "shaper: serving %d policies on http://%s (NATS %s); Ctrl-C stops, SIGHUP reloads %s\n",
-						len(set.Policies()), s.HTTPAddr(), s.NATSURL(), c.String("policies"))
+					fmt.Fprintf(c.App.ErrWriter, "shaper: serving %s on http://%s (NATS %s); Ctrl-C stops, SIGHUP reloads %s\n",
+						policyCount(len(set.Policies())), s.HTTPAddr(), s.NATSURL(), c.String("policies"))
 				case <-c.Context.Done():
 					return
 				}
@@ -163,7 +163,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 						// file; the counts say it is done, even when nothing changed.
 						if rep, err := s.Reload(c.Context); err == nil {
 							log.Info("reload: done", "changed", len(rep.Changed), "added", len(rep.Added), "removed", len(rep.Removed),
-								"unchanged", rep.Unchanged, "warnings", len(rep.Warnings))
+								"unchanged", rep.Unchanged, "warnings", len(rep.Warnings), "restart_pending", len(rep.RestartPending))
 						}
 					case <-c.Context.Done():
 						return
@@ -234,4 +234,12 @@ func withFlag(err error) error {
 		return fmt.Errorf("%w (see %s)", err, configFlags[ce.Field])
 	}
 	return err
+}
+
+// policyCount says n policies: "1 policy", "3 policies".
+func policyCount(n int) string {
+	if n == 1 {
+		return "1 policy"
+	}
+	return fmt.Sprintf("%d policies", n)
 }

@@ -56,7 +56,7 @@ func TestServeInterrupted(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitOutput(t, stderr, "shaper: serving 1 policies", 30*time.Second)
+	waitOutput(t, stderr, "shaper: serving 1 policy", 30*time.Second)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -94,8 +95,12 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	}
 	for _, p := range all {
 		if len(p.RestartPending) > 0 {
-			fmt.Fprintf(w, "restart pending: %s: the policy file, reloaded, changes %s, which apply only at a restart (of every shaper, for partitions)\n",
-				p.Name, strings.Join(p.RestartPending, ", "))
+			who := "the shaper"
+			if slices.ContainsFunc(p.RestartPending, func(c string) bool { return strings.HasPrefix(c, "partitions ") }) {
+				who = "every shaper"
+			}
+			fmt.Fprintf(w, "restart pending: %s: the policy file, reloaded, changes %s, which apply only at a restart of %s\n",
+				p.Name, strings.Join(p.RestartPending, ", "), who)
 		}
 	}
 	for _, p := range all {

@@ -177,7 +177,7 @@ func (r *tuneReport) writeUnvaried(w io.Writer, cur *replay.Result) {
 		parts = append(parts, fmt.Sprintf("%d (%s) as invalid (a payload too large, a bad key)", cur.Invalid, replay.Percent(cur.InvalidShare())))
 	}
 	if len(parts) > 0 {
-		fmt.Fprintf(w, "refused under every candidate, and not in the table's rejected column (full keys) nor in --max-reject: %s; tune varies outflow and queue, not these\n", strings.Join(parts, ", "))
+		fmt.Fprintf(w, "refused under every candidate, and not in the table's rejected column (full keys) nor in --max-reject: %s; tune varies outflow, queue, total and adapt, not these\n", strings.Join(parts, ", "))
 	}
 }
 

@@ -393,7 +393,7 @@ func TestTuneSaysWhatNoCandidateTakes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tune: %v\n%s", err, out)
 	}
-	if !regexp.MustCompile(`refused under every candidate, and not in the table's rejected column \(full keys\) nor in --max-reject: \d+ \([\d.]+ ?%\) by the admission limit \(admit: 10/m\); tune varies outflow and queue, not these`).MatchString(out) {
+	if !regexp.MustCompile(`refused under every candidate, and not in the table's rejected column \(full keys\) nor in --max-reject: \d+ \([\d.]+ ?%\) by the admission limit \(admit: 10/m\); tune varies outflow, queue, total and adapt, not these`).MatchString(out) {
 		t.Errorf("tune of a policy whose admission limit refuses most of the trace does not say so:\n%s", out)
 	}
 }

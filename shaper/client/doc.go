@@ -35,10 +35,12 @@
 //
 // WithRetry waits a refusal's RetryAfter and submits again, within a bound
 // (after repeated refusals with a growing random spread, so that many
-// producers refused together spread their retries);
-// it never resubmits a deferred job, which the shaper keeps, nor a job
-// answered with an error. Give an idempotency key with it, so that a job
-// is stored once however often it is sent.
+// producers refused together spread their retries); it never resubmits a
+// deferred job, which the shaper keeps. It also submits again after a
+// failure that leaves the job's fate unknown (a 503, no shaper answering,
+// a timeout), under an idempotency key it gives the job when none was
+// given, so that a job is stored once however often it is sent; other
+// errors are returned at once.
 //
 // # The direct lane
 //
