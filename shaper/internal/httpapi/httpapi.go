@@ -214,16 +214,20 @@ func (m *Mux) HandleDirect(method, prefix, first, rest string, h http.HandlerFun
 	m.direct = &direct{method: method, prefix: prefix, first: first, rest: rest, h: h}
 }
 
-// ServeHTTP serves r as http.ServeMux does, except that a path under /v1/
-// with a ".", ".." or empty segment is refused (400), not redirected to
-// its cleaned form (307): a key's unescaped "/../" would otherwise move a
+// ServeHTTP serves r as http.ServeMux does, except that a path with a
+// ".", ".." or empty segment is refused (400), not redirected to its
+// cleaned form (307): a key's unescaped "/../" would otherwise move a
 // submission to another policy, and an HTTP client follows a 307 with
-// the body.
+// the body. That holds for any path, not only those under /v1/: a tour's
+// "//v1/jobs/orders/a/../../emails/b" was redirected to emails' key b. A
+// path under /v1/jobs/{policy}/ may not end in "/" either: its last
+// segment is empty (a trailing "/" made key "k/" of a submission to
+// ".../k/").
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The decoded path holds every "/" and "." the escaped one does: one
-	// without "//" or "/." needs no escaping to be checked.
-	if d := r.URL.Path; strings.Contains(d, "//") || strings.Contains(d, "/.") {
-		if p := r.URL.EscapedPath(); strings.HasPrefix(p, "/v1/") && !canonical(p) {
+	// without "//", "/." or a last "/" needs no escaping to be checked.
+	if d := r.URL.Path; strings.Contains(d, "//") || strings.Contains(d, "/.") || trailingKeySlash(d) {
+		if p := r.URL.EscapedPath(); !canonical(p) || trailingKeySlash(p) {
 			Error(w, http.StatusBadRequest, "path "+Quote(p)+" has a \".\", \"..\" or empty segment: escape a key's \"/\" as %2F, and a key \".\" or \"..\" as %2E or %2E%2E")
 			return
 		}
@@ -239,6 +243,12 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m.ServeMux.ServeHTTP(w, r)
+}
+
+// trailingKeySlash reports whether p, a path under /v1/jobs/{policy}/,
+// ends with an empty segment.
+func trailingKeySlash(p string) bool {
+	return strings.HasPrefix(p, "/v1/jobs/") && strings.Count(p, "/") >= 4 && strings.HasSuffix(p, "/")
 }
 
 // canonical reports whether p is its own cleaned form, the form
