@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 // pipelined sends every request at once, each with its own reply subject
@@ -201,6 +203,46 @@ policies:
 	for i, b := range replies {
 		if b["code"] != 503.0 || b["retry_after_ms"] == nil {
 			t.Errorf("with the stream gone, reply %d = %v, want 503 with retry_after_ms", i, b)
+		}
+	}
+}
+
+// A submission whose reply subject is the shaper's or JetStream's own is
+// dropped, neither stored nor answered: a tour's producer, allowed only
+// shaper.submit.>, had the shaper publish its answer as a job into a
+// queue stream (reply shaper.q.<policy>.<key>), past admission, and
+// toward $JS.API.
+func TestNATSSubmissionReplyToOwnSubjectsDropped(t *testing.T) {
+	r := start(t, "policies:\n  - {name: p, outflow: 1/s, queue: 5}\n")
+	spy, err := r.nc.SubscribeSync("shaper.q.p.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reply := range []string{"shaper.q.p.victim", "$JS.API.STREAM.DELETE.SHAPER_DEAD_p", "_shaper.answers.p.1.0"} {
+		if err := r.nc.PublishRequest("shaper.submit.p.src", reply, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.nc.Flush()
+	// A request answered normally after them shows they were handled.
+	n, err := client.NewNATS(r.nc, client.NATSConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := n.Submit(t.Context(), "p", "ok", []byte("y")); err != nil || res.Outcome != client.OutcomeAccepted {
+		t.Fatalf("a submission after them = %+v, %v", res, err)
+	}
+	st := r.Status()[0]
+	if st.Admitted != 1 {
+		t.Errorf("admitted %d, want 1 (only the submission with an inbox to answer)", st.Admitted)
+	}
+	for {
+		m, err := spy.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if strings.HasSuffix(m.Subject, ".victim") {
+			t.Errorf("the shaper published on %s: %s", m.Subject, m.Data)
 		}
 	}
 }

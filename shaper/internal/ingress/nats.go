@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shaper-dev/shaper/internal/logevery"
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
@@ -38,6 +39,7 @@ type natsIngress struct {
 	quit    chan struct{} // closed by stop: the goroutine replying to pending ends
 	slow    chan struct{} // semaphore of the blocking submissions
 	running atomic.Int64  // blocking submissions not yet answered
+	refused logevery.Limiter
 }
 
 type pendingSubmit struct {
@@ -93,6 +95,16 @@ func (in *Ingress) Subscribe(nc *nats.Conn) error {
 
 // receive is the subscription's callback: one message at a time, in order.
 func (n *natsIngress) receive(m *nats.Msg) {
+	if m.Reply != "" && !replyAllowed(m.Reply) {
+		// The shaper would publish its answer there with its own rights:
+		// a job into a queue stream (a tour's was stored, passing
+		// admission), a JetStream API request. Neither stored nor answered.
+		n.refused.Period = time.Minute
+		if ok, left := n.refused.Allow(time.Now()); ok {
+			n.in.log.Warn("nats submission dropped: its reply subject is JetStream's or the shaper's own", "subject", m.Subject, "reply", m.Reply, "dropped_since_last", left)
+		}
+		return
+	}
 	sub, a, ok := n.submission(m)
 	if !ok {
 		n.reply(m, a)
@@ -280,4 +292,13 @@ func (n *natsIngress) submission(m *nats.Msg) (submission, answer, bool) {
 		payload:     m.Data,
 		idempotency: m.Header.Get("Idempotency-Key"),
 	}, answer{}, true
+}
+
+// replyAllowed reports whether the shaper may answer a submission on
+// reply: not on a subject of the server's own ($JS.API, $KV, $SYS, …) or
+// the shaper's (shaper.q, shaper.out, shaper.jobs, _shaper.answers, …),
+// where its answer would be a stored job, a delivery or an API request
+// made with the shaper's rights.
+func replyAllowed(reply string) bool {
+	return !strings.HasPrefix(reply, "$") && !strings.HasPrefix(reply, "shaper.") && !strings.HasPrefix(reply, "_shaper.")
 }
