@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -63,7 +64,10 @@ func ParseCursor(s string) (Cursor, error) {
 		return Cursor{}, errBadCursor
 	}
 	seq, err := strconv.ParseUint(string(b[i+1:]), 10, 64)
-	if err != nil {
+	if err != nil || seq == math.MaxUint64 {
+		// The last sequence is none a stream reaches: the page would
+		// start after it, at 0, which JetStream refuses (a forged cursor
+		// was answered 503 with its error, to be retried for ever).
 		return Cursor{}, errBadCursor
 	}
 	return Cursor{Policy: string(b[:i]), Seq: seq}, nil
