@@ -1,12 +1,14 @@
 package shaper_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -169,5 +171,35 @@ func TestMetricsScrapeCostsNoJetStreamRequest(t *testing.T) {
 	t.Logf("JetStream API requests during %d scrapes: %d", scrapes, apiRequests()-before)
 	if got := apiRequests() - before; got >= policies {
 		t.Errorf("%d scrapes of %d policies cost %d JetStream API requests, want none", scrapes, policies, got)
+	}
+}
+
+// A submission refused as invalid counts alike over HTTP and NATS, before
+// its gate (a body too large, a key that does not parse) as after it: HTTP
+// counted a bad key and not a body too large, NATS the other way round. A
+// 413 names its policy and key, as a submission's problems do.
+func TestInvalidCountedAlike(t *testing.T) {
+	r := start(t, "policies:\n  - {name: p, outflow: 1/s, queue: 5}\n", func(c *shaper.Config) { c.MaxPayload = 1024 })
+	big := bytes.Repeat([]byte("x"), 2048)
+	if a := r.post(t, "p", "k", big); a.code != http.StatusRequestEntityTooLarge || a.body["policy"] != "p" || a.body["key"] != "k" {
+		t.Errorf("POST of 2048 bytes = %d %v, want 413 naming policy p and key k", a.code, a.body)
+	}
+	resp, err := http.Post(r.base+"/v1/jobs/p/%FF", "application/octet-stream", nil) // not UTF-8: a bad key
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, m := range []*nats.Msg{{Subject: "shaper.submit.p.k", Data: big}, {Subject: "shaper.submit.p.$SYS", Data: []byte("x")}} {
+		reply, err := r.nc.RequestMsg(m, 5*time.Second)
+		if err != nil || !bytes.Contains(reply.Data, []byte(`"status":"error"`)) {
+			t.Errorf("NATS %s: %s, %v; want an error reply", m.Subject, reply.Data, err)
+		}
+	}
+	families := scrape(t, r.base)
+	for _, tr := range []string{"http", "nats"} {
+		m := series(families, "shaper_admission_duration_seconds", map[string]string{"policy": "p", "outcome": "invalid", "transport": tr})
+		if got := m.GetHistogram().GetSampleCount(); got != 2 {
+			t.Errorf("invalid submissions over %s counted %d, want 2 (a body too large, a bad key)", tr, got)
+		}
 	}
 }

@@ -40,12 +40,11 @@ func (in *Ingress) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := readBody(w, r, limit)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeAnswer(w, failed(http.StatusRequestEntityTooLarge, queue.ErrTooLarge.Error()+": at most "+strconv.Itoa(limit)+" bytes"))
-			return
+		a := failed(http.StatusBadRequest, "reading body: "+err.Error())
+		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+			a = failed(http.StatusRequestEntityTooLarge, queue.ErrTooLarge.Error()+": at most "+strconv.Itoa(limit)+" bytes")
 		}
-		writeAnswer(w, failed(http.StatusBadRequest, "reading body: "+err.Error()))
+		writeAnswer(w, in.refusedEarly(r.Context(), jobtrace.HTTPCarrier(r.Header), sub, transportHTTP, a))
 		return
 	}
 	sub.payload = body

@@ -120,6 +120,22 @@ func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byt
 	return a.ID, a.Status == statusQueued || a.Status == statusDeferred
 }
 
+// refusedEarly is a, the answer to sub refused before its gate (a body
+// too large or unreadable, a subject or key that does not parse), with its
+// telemetry: counted invalid in the admission latency when its policy is
+// served, as the gate's own refusals are. (HTTP counted a bad key and not
+// a body too large, NATS the other way round.)
+func (in *Ingress) refusedEarly(ctx context.Context, carrier propagation.TextMapCarrier, sub submission, tr transport, a answer) answer {
+	_, span := in.tel.begin(ctx, carrier, &sub, tr)
+	a.outcome = admission.Invalid
+	_, _, _, known := in.gate(submission{policy: sub.policy})
+	if known && a.Policy == "" {
+		a.Policy, a.Key = sub.policy, sub.key // as a submission's problems say (a 413 said neither)
+	}
+	in.tel.end(span, a, known)
+	return a
+}
+
 // admit runs sub, whose headers are in carrier, through its gate with its
 // telemetry, deciding at its arrival.
 func (in *Ingress) admit(ctx context.Context, carrier propagation.TextMapCarrier, sub submission, tr transport) answer {

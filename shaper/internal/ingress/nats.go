@@ -107,7 +107,8 @@ func (n *natsIngress) receive(m *nats.Msg) {
 	}
 	sub, a, ok := n.submission(m)
 	if !ok {
-		n.reply(m, a)
+		policy, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, n.root), ".")
+		n.reply(m, n.in.refusedEarly(context.Background(), jobtrace.Carrier(m.Header), submission{policy: policy}, transportNATS, a))
 		return
 	}
 	ctx, span := n.in.tel.begin(context.Background(), jobtrace.Carrier(m.Header), &sub, transportNATS)
