@@ -1,6 +1,7 @@
 package shaper_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -115,13 +116,27 @@ func TestAdminRoutesWithToken(t *testing.T) {
 }
 
 func TestSubmitToken(t *testing.T) {
-	s := authShaper(t, func(c *shaper.Config) { c.SubmitToken = "sub" })
+	s := authShaper(t, func(c *shaper.Config) { c.SubmitToken, c.AdminToken = "sub", "adm" })
 	h := s.Handler()
 	if w := serveAs(h, "127.0.0.1:1", "POST", "/v1/jobs/p/k", "x", ""); w.Code != http.StatusUnauthorized {
 		t.Errorf("POST without the submit token = %d, want 401", w.Code)
 	}
-	if w := serveAs(h, "127.0.0.1:1", "POST", "/v1/jobs/p/k", "x", "sub"); w.Code != http.StatusAccepted {
+	w := serveAs(h, "127.0.0.1:1", "POST", "/v1/jobs/p/k", "x", "sub")
+	if w.Code != http.StatusAccepted {
 		t.Errorf("POST with the submit token = %d %s, want 202", w.Code, w.Body)
+	}
+	var a struct{ ID string }
+	json.Unmarshal(w.Body.Bytes(), &a)
+	// Job status takes either token: an operator looks jobs up with the
+	// admin one (a tour's got 403 "wrong bearer token for submission").
+	for token, want := range map[string]int{"sub": 200, "adm": 200, "": 401, "other": 403} {
+		w := serveAs(h, "127.0.0.1:1", "GET", "/v1/jobs/"+a.ID, "", token)
+		if w.Code != want || want == 401 && !strings.Contains(w.Body.String(), "job status needs a bearer token") {
+			t.Errorf("GET /v1/jobs/%s with token %q = %d %s, want %d", a.ID, token, w.Code, w.Body, want)
+		}
+	}
+	if w := serveAs(h, "127.0.0.1:1", "POST", "/v1/jobs/p/k", "x", "adm"); w.Code != http.StatusForbidden {
+		t.Errorf("POST with the admin token = %d, want 403: submitting takes the submit token", w.Code)
 	}
 }
 

@@ -49,7 +49,12 @@ func (s *Shaper) Handler() http.Handler {
 	s.dead.Routes(mux, admin)
 	mux.HandleFunc("GET /v1/deferred", admin(s.handleDeferred))
 	s.series.Routes(mux, admin, s.cfg.AdminToken != "")
-	mux.HandleFunc("GET /v1/jobs/{id}", submit(s.jobs.Handler(s.policies.queueOf, s.policies.waiting, s.policies.nextTry)))
+	// Job status takes the admin token too: an operator looks jobs up.
+	jobStatus := httpapi.Guard(httpapi.Open)
+	if s.cfg.SubmitToken != "" {
+		jobStatus = httpapi.AnyBearer("job status", s.cfg.SubmitToken, s.cfg.AdminToken)
+	}
+	mux.HandleFunc("GET /v1/jobs/{id}", jobStatus(s.jobs.Handler(s.policies.queueOf, s.policies.waiting, s.policies.nextTry)))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("POST /v1/reload", admin(s.handleReload))
 	debugRoutes(mux, admin)

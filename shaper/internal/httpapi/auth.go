@@ -18,7 +18,26 @@ func Open(h http.HandlerFunc) http.HandlerFunc { return h }
 // "Authorization: Bearer <token>" (compared in constant time); one without
 // is answered 401, one with another token 403. With an empty token only
 // loopback clients are let through (403 for the others).
-func Bearer(token, what string) Guard {
+func Bearer(token, what string) Guard { return bearer(what, token) }
+
+// AnyBearer is Bearer of a route that takes any of tokens (the empty ones
+// left out): job status takes the submit token and the admin one, so that
+// an operator can look a job up. With none, it is Bearer's loopback rule.
+func AnyBearer(what string, tokens ...string) Guard {
+	var set []string
+	for _, t := range tokens {
+		if t != "" {
+			set = append(set, t)
+		}
+	}
+	return bearer(what, set...)
+}
+
+func bearer(what string, tokens ...string) Guard {
+	token := ""
+	if len(tokens) > 0 {
+		token = tokens[0]
+	}
 	return func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if token == "" {
@@ -39,13 +58,23 @@ func Bearer(token, what string) Guard {
 					why = "the Authorization header is not of the Bearer scheme"
 				}
 				Error(w, http.StatusUnauthorized, what+" needs a bearer token (Authorization: Bearer …): "+why)
-			case subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1:
+			case !anyToken(got, tokens):
 				Error(w, http.StatusForbidden, "wrong bearer token for "+what)
 			default:
 				h(w, r)
 			}
 		}
 	}
+}
+
+// anyToken reports whether got is one of tokens, each compared in
+// constant time.
+func anyToken(got string, tokens []string) bool {
+	match := 0
+	for _, t := range tokens {
+		match |= subtle.ConstantTimeCompare([]byte(got), []byte(t))
+	}
+	return match == 1
 }
 
 // bearerToken returns the token of an Authorization header value of the
