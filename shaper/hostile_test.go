@@ -86,6 +86,14 @@ policies:
 			t.Errorf("NATS submit with Shaper-Key %.40q = %s, want a 4xx", h, m.Data)
 		}
 	}
+	// A Shaper-Key header of two values, or of an empty one, is refused:
+	// only the first was checked, and an empty one read as none.
+	for _, vs := range [][]string{{"k", "victim"}, {""}} {
+		m, err := r.nc.RequestMsg(&nats.Msg{Subject: "shaper.submit.p.k", Data: []byte("x"), Header: nats.Header{"Shaper-Key": vs}}, 5*time.Second)
+		if err != nil || !strings.Contains(string(m.Data), `"code":400`) || !strings.Contains(string(m.Data), "holds one value") {
+			t.Errorf("NATS submit with Shaper-Key %q = %v, %v; want 400", vs, m, err)
+		}
+	}
 	// A dotted key sent as subject tokens is refused with the subject its
 	// key has.
 	m, err := r.nc.Request("shaper.submit.p.a.b", []byte("x"), 5*time.Second)

@@ -271,6 +271,10 @@ func (n *natsIngress) submission(m *nats.Msg) (submission, answer, bool) {
 		}
 		return submission{}, failed(400, detail), false
 	}
+	if vs, given := m.Header[queue.HeaderKey]; given && (len(vs) != 1 || vs[0] == "") {
+		// Only the first of two was checked, and an empty one read as none.
+		return submission{}, failed(400, "the Shaper-Key header, when given, holds one value: the raw key its subject's token encodes"), false
+	}
 	key := m.Header.Get(queue.HeaderKey)
 	if key == "" {
 		var err error
