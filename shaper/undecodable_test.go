@@ -2,7 +2,9 @@ package shaper_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +99,31 @@ policies:
 	time.Sleep(200 * time.Millisecond)
 	if n := len(got(4, time.Second)); n != 4 {
 		t.Errorf("%d deliveries, want the 4 jobs only", n)
+	}
+	// Replayed, the one with no key cannot be submitted again, and the
+	// answer says why (a tour saw done: false with no reason).
+	resp, err := http.Post(r.base+"/v1/dead/replay?policy=u&reason=undecodable", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Done    int
+		Results []map[string]any
+	}
+	json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	got(4+rep.Done, 5*time.Second) // the ones replayed are delivered before the shaper stops
+	saidWhy := false
+	for _, res := range rep.Results {
+		if res["done"] == false {
+			why, _ := res["why"].(string)
+			if !strings.HasPrefix(why, "400: bad key") {
+				t.Errorf("replay result %v: not done, want why (400: bad key …)", res)
+			}
+			saidWhy = true
+		}
+	}
+	if !saidWhy {
+		t.Errorf("replay results %v: want the keyless letter not done", rep.Results)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -144,7 +145,10 @@ func replayed(r client.DeadResult) string {
 	case r.Done:
 		return at + " → " + r.NewID
 	case r.NewID != "":
-		return at + " → " + r.NewID + ", but the dead letter was not removed (see the shaper's log)"
+		return at + " → " + r.NewID + ", but the dead letter was not removed (" + cmp.Or(r.Why, "see the shaper's log") + ")"
+	}
+	if r.Why != "" {
+		return at + " not replayed: " + r.Why + "; still a dead letter"
 	}
 	return at + " not replayed: admission did not take it (its key is full, its limit said no, or a backend failed); still a dead letter"
 }

@@ -352,6 +352,10 @@ type DeadResult struct {
 	NewID string `json:"new_id,omitempty"`
 	// Done says the dead letter was replayed or purged (and removed).
 	Done bool `json:"done"`
+	// Why says, of one not done, why: the answer to its submission again
+	// ("400: bad key: empty" of an undecodable one), or that it could not
+	// be removed.
+	Why string `json:"why,omitempty"`
 }
 
 // DeadFilter selects dead letters; its zero value selects every dead letter

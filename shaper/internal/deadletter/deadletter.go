@@ -68,7 +68,7 @@ type Config struct {
 	// Replay submits a dead letter's job again through the normal admission
 	// path and returns its new id, and whether the job was kept (accepted,
 	// or deferred).
-	Replay func(ctx context.Context, policy, key string, payload []byte) (id string, kept bool)
+	Replay func(ctx context.Context, policy, key string, payload []byte) (id string, kept bool, why string)
 	// Tracer, when set, records a span of every dead-lettering in the job's
 	// trace. Default: none.
 	Tracer trace.Tracer

@@ -230,8 +230,8 @@ func (s *Store) handleShow(w http.ResponseWriter, r *http.Request) {
 // it is stored before the answer, so that every shaper answers the old id
 // alike from then on.
 func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
-	s.apply(w, r, "replayed", func(ctx context.Context, d Letter) (string, bool) {
-		id, kept := s.cfg.Replay(ctx, d.Policy, d.Key, d.data)
+	s.apply(w, r, "replayed", func(ctx context.Context, d Letter) (string, bool, string) {
+		id, kept, why := s.cfg.Replay(ctx, d.Policy, d.Key, d.data)
 		if kept {
 			rec := jobs.Record{ID: d.ID, Policy: d.Policy, Key: d.Key, Status: jobs.Replayed, Reason: d.Reason, ReplayedAs: id,
 				History: append(d.History, time.Now().UTC().Format(time.RFC3339Nano)+" replayed as "+id)}
@@ -244,13 +244,13 @@ func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
 				s.log.Warn("replayed dead letter's record not kept: its old id answers dead", "policy", d.Policy, "job", d.ID, "replayed_as", id, "err", err)
 			}
 		}
-		return id, kept
+		return id, kept, why
 	})
 }
 
 // handlePurge serves DELETE /v1/dead?policy=&key=&reason=.
 func (s *Store) handlePurge(w http.ResponseWriter, r *http.Request) {
-	s.apply(w, r, "purged", func(context.Context, Letter) (string, bool) { return "", true })
+	s.apply(w, r, "purged", func(context.Context, Letter) (string, bool, string) { return "", true, "" })
 }
 
 // Result is what replay and purge say of each dead letter they matched.
@@ -260,13 +260,16 @@ type Result struct {
 	ID     string `json:"id"`
 	NewID  string `json:"new_id,omitempty"`
 	Done   bool   `json:"done"`
+	// Why says, of one not done, why: the shaper's answer to its
+	// submission, or that it could not be removed.
+	Why string `json:"why,omitempty"`
 }
 
 // apply runs fn over the matching dead letters and deletes each one fn
 // says is done with; what says what it does to them ("purged"), for the
 // answer to a request with a body, which it refuses: read as no filter,
 // its filters would make it act on every policy's dead letters.
-func (s *Store) apply(w http.ResponseWriter, r *http.Request, what string, fn func(context.Context, Letter) (string, bool)) {
+func (s *Store) apply(w http.ResponseWriter, r *http.Request, what string, fn func(context.Context, Letter) (newID string, ok bool, why string)) {
 	if !httpapi.NoBody(w, r, "nothing was "+what) {
 		return
 	}
@@ -281,21 +284,21 @@ func (s *Store) apply(w http.ResponseWriter, r *http.Request, what string, fn fu
 		if !slices.Contains(touched, d.Policy) {
 			touched = append(touched, d.Policy)
 		}
-		newID, ok := fn(r.Context(), d)
+		newID, ok, why := fn(r.Context(), d)
 		if ok {
 			stream, err := s.js.Stream(r.Context(), Stream(d.Policy))
 			if err == nil {
 				err = stream.DeleteMsg(r.Context(), d.Seq)
 			}
 			if err != nil {
-				ok = false
+				ok, why = false, "not removed: "+err.Error()
 				s.log.Warn("dead letter not removed", "policy", d.Policy, "seq", d.Seq, "err", err)
 			}
 		}
 		if ok {
 			done++
 		}
-		res = append(res, Result{Seq: d.Seq, Policy: d.Policy, ID: d.ID, NewID: newID, Done: ok})
+		res = append(res, Result{Seq: d.Seq, Policy: d.Policy, ID: d.ID, NewID: newID, Done: ok, Why: why})
 	}
 	if len(touched) > 0 {
 		s.Refresh(context.WithoutCancel(r.Context()), touched...)

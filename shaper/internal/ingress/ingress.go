@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -114,10 +115,13 @@ func (in *Ingress) gate(sub submission) (*admission.Gate, *queue.Queue, answer, 
 // Submit runs one job through its policy's gate, blocking as long as the
 // gate may (each backend call bounded by its timeout). For the replay of
 // dead letters: it returns the job's id and whether the job was kept
-// (accepted, or deferred).
-func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byte) (string, bool) {
+// (accepted, or deferred), and when not, why (the answer's detail).
+func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byte) (string, bool, string) {
 	a := in.admit(ctx, propagation.MapCarrier(nil), submission{policy: policy, key: key, payload: payload}, transportReplay)
-	return a.ID, a.Status == statusQueued || a.Status == statusDeferred
+	if a.Status == statusQueued || a.Status == statusDeferred {
+		return a.ID, true, ""
+	}
+	return a.ID, false, strconv.Itoa(a.Code) + ": " + a.Error
 }
 
 // refusedEarly is a, the answer to sub refused before its gate (a body
