@@ -149,3 +149,27 @@ func TestRecord(t *testing.T) {
 		t.Errorf("Record without a shaper = %v, want ErrNoShaper", err)
 	}
 }
+
+// A recording request says how long it records: at most a minute, however
+// long it asks (1e15 ms overflowed a duration), and a bad one says what a
+// good one is.
+func TestRecordRequestBounds(t *testing.T) {
+	s := testenv.Shaper(t, shaper.Config{Policies: testenv.Policies(t, "policies:\n  - {name: rec, outflow: 1/h, queue: 2}\n")})
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for body, want := range map[string]string{
+		`{"for_ms": 600000}`:           `"for_ms":60000`,
+		`{"for_ms": 1000000000000000}`: `"for_ms":60000`,
+		`{"for_ms": 1500}`:             `"for_ms":1500`,
+		`{"for_ms": 1e15}`:             `a whole number of milliseconds`,
+		`{"for_ms": 0}`:                `a whole number of milliseconds`,
+	} {
+		m, err := nc.Request("shaper.record.rec", []byte(body), 5*time.Second)
+		if err != nil || !bytes.Contains(m.Data, []byte(want)) {
+			t.Errorf("record request %s = %v, %v; want %s", body, m, err, want)
+		}
+	}
+}

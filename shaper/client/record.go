@@ -45,7 +45,10 @@ type RecordRequest struct {
 type RecordReply struct {
 	Instance string `json:"instance"`
 	Policy   string `json:"policy,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// ForMs is how long the shaper records: the request's, at most a
+	// minute.
+	ForMs int64  `json:"for_ms,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // RecordRows returns the subject the rows of policy are published on,

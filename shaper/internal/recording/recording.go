@@ -181,13 +181,16 @@ func (r *Recorder) handle(m *nats.Msg) {
 	served := r.cfg.Policies()
 	switch {
 	case json.Unmarshal(m.Data, &req) != nil || req.ForMs <= 0:
-		reply.Error = `bad request: want {"for_ms": N} with N > 0`
+		reply.Error = `bad request: want {"for_ms": N}, N a whole number of milliseconds from 1 (longer than a minute records a minute)`
 	case !slices.Contains(served, name):
 		reply.Error = httpapi.UnknownPolicy(name, served)
 	default:
-		d := min(time.Duration(req.ForMs)*time.Millisecond, MaxFor)
+		d := MaxFor // ForMs in ms, bounded before it is a Duration (1e15 ms overflows one)
+		if req.ForMs < MaxFor.Milliseconds() {
+			d = time.Duration(req.ForMs) * time.Millisecond
+		}
 		r.policy(name).until.Store(time.Now().Add(d).UnixNano())
-		reply.Policy = name
+		reply.Policy, reply.ForMs = name, d.Milliseconds()
 	}
 	b, _ := json.Marshal(reply)
 	if m.Reply != "" {
