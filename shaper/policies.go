@@ -16,6 +16,7 @@ import (
 	"github.com/shaper-dev/shaper/drain"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/queue"
+	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 )
 
@@ -44,6 +45,9 @@ type table struct {
 	overrideRev map[string]uint64
 	lines       map[string]*served // one per policy served; the live version is its gate's
 	applying    sync.Mutex         // serialises refresh
+	// removed are the policies a reload of this shaper removed while they
+	// held jobs, until one serves them again (GET /v1/policies "removed").
+	removed map[string]client.RemovedPolicy
 
 	// deadCount returns how many dead letters a policy has, from memory;
 	// set once the dead letters are open (setDeadCount).

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 )
 
@@ -130,6 +132,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 			}
 			firsts = append(firsts, first)
 			rep.Added = append(rep.Added, p.Name)
+			s.policies.noteRemoved(client.RemovedPolicy{Name: p.Name}, false) // served again: its jobs are drained
 			s.log.Info("reload: policy added", "policy", p.Name, "outflow", p.Outflow.String(), "queue", p.Queue)
 			if !s.policies.overrideOf(p.Name).IsEmpty() { // stored before this shaper served it
 				if err := s.policies.refresh(ctx, p.Name, "file", s.log); err != nil {
@@ -192,6 +195,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		queued, qerr := line.queue.Stored(ctx)
 		deferred, derr := line.deferQueue.Stored(ctx)
 		s.log.Warn("reload: policy removed: no longer admitted or drained; its queued jobs stay in JetStream", "policy", name, "queued", queued, "deferred", deferred)
+		s.policies.noteRemoved(client.RemovedPolicy{Name: name, Queued: queued, Deferred: deferred, At: time.Now().UTC()}, queued+deferred > 0)
 		if queued+deferred > 0 || qerr != nil || derr != nil {
 			// They are not lost, but nothing shows them any more: say so.
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: removed with %s: they stay in JetStream, undelivered, until the policy is served again (put it back in the file and reload)",

@@ -13,6 +13,7 @@ import (
 	"github.com/shaper-dev/shaper/internal/testenv"
 	"github.com/shaper-dev/shaper/policies"
 	"github.com/shaper-dev/shaper/shaper"
+	"github.com/shaper-dev/shaper/shaper/client"
 )
 
 func TestReloadPolicyFile(t *testing.T) {
@@ -93,6 +94,15 @@ policies:
 	if len(rep.Warnings) != 1 || !strings.HasPrefix(rep.Warnings[0], "gone: removed with 2 queued jobs: they stay in JetStream") {
 		t.Errorf("Reload report's warnings = %q, want one saying gone left 2 queued jobs", rep.Warnings)
 	}
+	// And so does GET /v1/policies, until it is served again (a tour's
+	// operator, who reloaded by SIGHUP, saw no trace of them but the log).
+	api, err := client.New(r.base, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := api.Removed(ctx); err != nil || len(removed) != 1 || removed[0].Name != "gone" || removed[0].Queued != 2 {
+		t.Errorf("removed policies = %+v, %v; want gone with 2 queued", removed, err)
+	}
 	if d := r.Depths(ctx, "slow")["k"]; d != 4 {
 		t.Errorf("queued jobs of slow after the reload = %d, want 4 kept", d)
 	}
@@ -122,6 +132,14 @@ policies:
 		t.Errorf("outflow of new after the reload = %s, want the override's 7/s", st[0].Outflow)
 	}
 	waitFor(t, "the added policy drained", 5*time.Second, func() bool { return r.Status()[0].Delivered == 1 })
+	// Served again, gone is no longer listed as removed.
+	write(readFile(t, file) + "  - name: gone\n    outflow: 1/h\n    queue: 3\n")
+	if _, err := r.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := api.Removed(ctx); err != nil || len(removed) != 0 {
+		t.Errorf("removed policies after gone came back = %+v, %v; want none", removed, err)
+	}
 }
 
 func readFile(t *testing.T, path string) string {

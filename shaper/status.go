@@ -6,12 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/shaper-dev/shaper/drain/adapt"
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
@@ -185,7 +187,7 @@ func (t *table) routes(mux *httpapi.Mux, c *cluster.Cluster, admin httpapi.Guard
 		for i := range all {
 			all[i].setCluster(r.Context(), c)
 		}
-		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": all})
+		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"policies": all, "removed": t.removedPolicies()})
 	})
 	mux.HandleFunc("GET /v1/policies/{name}", func(w http.ResponseWriter, r *http.Request) {
 		t.writeStatus(w, r, c, r.PathValue("name"))
@@ -340,4 +342,32 @@ func restartPending(line *served) []string {
 		return *p
 	}
 	return nil
+}
+
+// removedPolicies lists the policies a reload removed with jobs left,
+// sorted by name (never nil: the answer says [] for none).
+func (t *table) removedPolicies() []client.RemovedPolicy {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]client.RemovedPolicy, 0, len(t.removed))
+	for _, r := range t.removed {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b client.RemovedPolicy) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// noteRemoved keeps (or, with none left, forgets) what a removed policy
+// left in its streams; served forgets it once the policy is served again.
+func (t *table) noteRemoved(r client.RemovedPolicy, left bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !left {
+		delete(t.removed, r.Name)
+		return
+	}
+	if t.removed == nil {
+		t.removed = map[string]client.RemovedPolicy{}
+	}
+	t.removed[r.Name] = r
 }

@@ -128,6 +128,12 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 	for _, p := range all {
 		showAdapting(w, p)
 	}
+	if removed, err := api.Removed(c.Context); err == nil {
+		for _, r := range removed {
+			fmt.Fprintf(w, "removed with jobs left: %s (%d queued, %d deferred, since %s): they stay in JetStream, undelivered, until a policy file serves it again\n",
+				r.Name, r.Queued, r.Deferred, r.At.Local().Format("15:04:05"))
+		}
+	}
 	// The figures come from memory: a shaper cut off from JetStream
 	// answers them still, and says here why it accepts no job.
 	var notReady *client.Error

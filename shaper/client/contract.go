@@ -428,7 +428,18 @@ type Health struct {
 	UptimeSeconds int    `json:"uptime_s"`
 }
 
+// RemovedPolicy is a policy that a reload of the answering shaper removed
+// while its streams still held jobs: they stay there, undelivered, until a
+// policy file serves it again (GET /v1/policies, "removed").
+type RemovedPolicy struct {
+	Name     string    `json:"name"`
+	Queued   uint64    `json:"queued"`
+	Deferred uint64    `json:"deferred"`
+	At       time.Time `json:"removed_at"`
+}
+
 // policyList is the envelope of GET /v1/policies.
 type policyList struct {
-	Policies []Policy `json:"policies"`
+	Policies []Policy        `json:"policies"`
+	Removed  []RemovedPolicy `json:"removed"`
 }

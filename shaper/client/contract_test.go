@@ -115,7 +115,8 @@ func TestContractTypes(t *testing.T) {
 
 	mustSubmit(t, e.c, "hooks", "dead", client.OutcomeAccepted)
 	type policyList struct {
-		Policies []client.Policy `json:"policies"`
+		Policies []client.Policy        `json:"policies"`
+		Removed  []client.RemovedPolicy `json:"removed"`
 	}
 	roundTrip[policyList](t, "policies", raw(t, "GET", e.base+"/v1/policies", "", 200))
 	roundTrip[client.Policy](t, "policy", raw(t, "GET", e.base+"/v1/policies/hooks", "", 200))

@@ -90,6 +90,14 @@ func (c *Client) Policies(ctx context.Context) ([]Policy, error) {
 	return l.Policies, err
 }
 
+// Removed returns the policies a reload of the shaper removed while their
+// streams still held jobs (GET /v1/policies, "removed"), sorted by name.
+func (c *Client) Removed(ctx context.Context) ([]RemovedPolicy, error) {
+	var l policyList
+	err := c.call(ctx, http.MethodGet, "/v1/policies", nil, &l, false)
+	return l.Removed, err
+}
+
 // Policy returns the named policy with its live figures (ErrUnknownPolicy
 // when the shaper has none of that name).
 func (c *Client) Policy(ctx context.Context, name string) (Policy, error) {
