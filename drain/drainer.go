@@ -101,8 +101,8 @@ type Event struct {
 	// lines a dead letter would carry), for Config.Resume to give back to
 	// a drainer that takes the job over.
 	History []string
-	RetryAt   time.Time // when the job may be tried again, after a failure (a retry may wait longer for its key's retry budget)
-	Reason    string    // set when the job was dead-lettered instead
+	RetryAt time.Time // when the job may be tried again, after a failure (a retry may wait longer for its key's retry budget)
+	Reason  string    // set when the job was dead-lettered instead
 	// Attempted says the delivery reached the downstream: true when it was
 	// delivered or failed there, false for a pause the sink took without
 	// trying (no consumer online, no room for a re-admission) and for a
