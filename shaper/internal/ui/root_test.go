@@ -42,6 +42,18 @@ func TestRootOpensOperatorPage(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /nothing-here = %d, want 404", resp.StatusCode)
 	}
+	// A file the page does not have is a 404 problem too, as every other
+	// (the file server's was text/plain); the page's own files are served.
+	for path, want := range map[string]int{"/ui/nothing.js": http.StatusNotFound, "/ui/app.js": http.StatusOK, "/ui/": http.StatusOK} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || want == 404 && resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("GET %s = %d (%s), want %d", path, resp.StatusCode, resp.Header.Get("Content-Type"), want)
+		}
+	}
 
 	b := newBrowser(t, 1280, 900)
 	b.do("open the shaper's address", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#login")))

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shaper-dev/shaper/policies"
@@ -42,6 +43,14 @@ func (s *Series) Routes(mux *httpapi.Mux, admin httpapi.Guard, tokenSet bool) {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
+		if name := strings.TrimPrefix(r.URL.Path, "/ui/"); name != "" {
+			if _, err := fs.Stat(files, name); err != nil {
+				// A problem, as every other 404 (the file server's was
+				// text/plain).
+				httpapi.Error(w, http.StatusNotFound, "no file "+httpapi.Quote(name)+" of the operator page (it is /ui/)")
+				return
+			}
+		}
 		static.ServeHTTP(w, r)
 	}))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
