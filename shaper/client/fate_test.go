@@ -70,7 +70,7 @@ func TestSubmitRetryUnknownFate(t *testing.T) {
 func TestIdempotencyKeyRefused(t *testing.T) {
 	e := start(t, testPolicies)
 	for _, tr := range e.submitters() {
-		for _, bad := range []string{"", " ", "a\nb", "a\rb", " lead", "trail\t"} {
+		for _, bad := range []string{" ", "a\nb", "a\rb", " lead", "trail\t"} {
 			res, err := tr.sub.Submit(t.Context(), "open", "idem", []byte("x"), client.WithIdempotencyKey(bad))
 			if !errors.Is(err, client.ErrBadRequest) || res.Outcome != 0 {
 				t.Errorf("%s: Submit with idempotency key %q = %+v, %v; want ErrBadRequest, nothing sent", tr.name, bad, res, err)
@@ -79,10 +79,15 @@ func TestIdempotencyKeyRefused(t *testing.T) {
 		if _, err := tr.sub.Submit(t.Context(), "open", "idem", []byte("x"), client.WithIdempotencyKey("order 42/é")); err != nil {
 			t.Errorf("%s: Submit with idempotency key %q: %v", tr.name, "order 42/é", err)
 		}
+		// An empty one is none, as without the option (a value passed on
+		// whether or not the caller has one).
+		if res, err := tr.sub.Submit(t.Context(), "open", "idem", []byte("x"), client.WithIdempotencyKey("")); err != nil || res.Duplicate {
+			t.Errorf("%s: Submit with an empty idempotency key = %+v, %v; want a job of its own", tr.name, res, err)
+		}
 	}
-	// The good key, sent over both, is one job.
-	if st, err := e.c.Policy(t.Context(), "open"); err != nil || st.Admitted != 1 || st.Duplicates != 1 {
-		t.Errorf("jobs admitted: %d, duplicates %d, %v; want 1 and 1 (the good key only, over HTTP then NATS)", st.Admitted, st.Duplicates, err)
+	// The good key, sent over both, is one job; each empty one its own.
+	if st, err := e.c.Policy(t.Context(), "open"); err != nil || st.Admitted != 3 || st.Duplicates != 1 {
+		t.Errorf("jobs admitted: %d, duplicates %d, %v; want 3 and 1 (the good key over HTTP then NATS, and the 2 without a key)", st.Admitted, st.Duplicates, err)
 	}
 }
 

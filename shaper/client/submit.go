@@ -91,18 +91,18 @@ type SubmitOption func(*submitOptions)
 
 type submitOptions struct {
 	idempotencyKey string
-	keyGiven       bool // WithIdempotencyKey was given, "" too
 	traceparent    string
 	retryWithin    time.Duration
 }
 
 // WithIdempotencyKey sends key as the Idempotency-Key: a retry of the same
 // submission within the shaper's two-minute duplicate window is stored
-// once and answered with the first one's id (Result.Duplicate). A key a
-// header cannot carry unchanged (empty, CR or LF, white space at either
-// end) is refused by Submit with ErrBadRequest before anything is sent.
+// once and answered with the first one's id (Result.Duplicate). An empty
+// key is none; one a header cannot carry unchanged (CR or LF, white space
+// at either end, only white space) is refused by Submit with ErrBadRequest
+// before anything is sent.
 func WithIdempotencyKey(key string) SubmitOption {
-	return func(o *submitOptions) { o.idempotencyKey, o.keyGiven = key, true }
+	return func(o *submitOptions) { o.idempotencyKey = key }
 }
 
 // WithTraceparent sends tp, a W3C traceparent, with the job; the shaper
@@ -293,10 +293,10 @@ type retrier struct {
 // refused it as a transport error, NATS changed it (CR and LF to spaces,
 // white space trimmed, " " to none) where a retry must send the same key.
 func (o *submitOptions) check() error {
-	if o.idempotencyKey == "" && !o.keyGiven || headerSafe(o.idempotencyKey) {
+	if o.idempotencyKey == "" || headerSafe(o.idempotencyKey) { // "": no key, as without the option
 		return nil
 	}
-	return fmt.Errorf("client: idempotency key %q: %w: a header cannot carry it unchanged (it must not be empty, hold CR or LF, or start or end with white space)", o.idempotencyKey, ErrBadRequest)
+	return fmt.Errorf("client: idempotency key %q: %w: a header cannot carry it unchanged (it must not hold CR or LF, or start or end with white space)", o.idempotencyKey, ErrBadRequest)
 }
 
 // retrier returns the retrier of a Submit over HTTP or NATS with o,
