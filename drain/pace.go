@@ -152,9 +152,9 @@ func holdEnd(started, next time.Time, hold, interval time.Duration) time.Time {
 
 // backoff returns the pause before attempt n+1 after n failures: a ceiling
 // of base doubling per failure, capped at maxWait, and jitter between base
-// and that ceiling drawn from j (none after the first failure: the ceiling
-// is base) (a number in [0,1)), so retries of many
-// jobs spread out instead of storming together.
+// and that ceiling drawn from j (a number in [0,1)), so that retries of
+// many jobs spread out instead of storming together. After the first
+// failure the ceiling is base: no jitter.
 func backoff(n int, base, maxWait time.Duration, j float64) time.Duration {
 	d := base
 	for i := 1; i < n && d < maxWait; i++ {

@@ -313,6 +313,10 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 		at := place(x)
 		return at.Before(mine) || at.Equal(mine) && x.notified < k.notified
 	}
+	// When no slot is reserved ahead, the keys without one that ask before
+	// k take theirs first (rounds.enter): when they ask is kept for it.
+	// Otherwise it is not needed, and nothing is kept per key asked.
+	keepReady := !d.totalNext.After(now)
 	if d.waiting.keys(1) <= exactKeys {
 		depth := len(d.waiting.at)
 		r.before, r.after = make([]int64, depth), make([]int64, depth)
@@ -328,7 +332,9 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 				r.before[w-1]++
 				if !x.reserved && !x.delivering() && !k.reserved {
 					r.unreserved++ // it takes a slot under the cap before k asks for one
-					r.ready = append(r.ready, maxTime(x.next.time(), now))
+					if keepReady {
+						r.ready = append(r.ready, maxTime(x.next.time(), now))
+					}
 				}
 			} else {
 				r.after[w-1]++

@@ -37,12 +37,9 @@ type served struct {
 	*pipeline.Pipeline
 	queue      *queue.Queue
 	deferQueue *queue.Queue
-	override   atomic.Bool // the live policy is a stored override
-	// restart lists the changes of the policy file that wait for a
-	// restart ("partitions 4 → 2"), as the last reload found them.
-	restart   atomic.Pointer[[]string]
-	stopLease context.CancelFunc // stops holding the policy's drain lease
-	answers   *answers.View      // what admission asks the drain: the partitions' holders
+	override   atomic.Bool        // the live policy is a stored override
+	stopLease  context.CancelFunc // stops holding the policy's drain lease
+	answers    *answers.View      // what admission asks the drain: the partitions' holders
 }
 
 // openPipeline opens p's streams (queue, deferred jobs, dead letters) with

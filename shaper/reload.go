@@ -78,22 +78,30 @@ func needsRestart(field string) bool {
 	return strings.HasPrefix(field, "deliver.") || field == "partitions"
 }
 
+// restartChanges lists the changes from running to file ("partitions 4 →
+// 2") that apply only at a restart.
+func restartChanges(running, file policies.Policy) []string {
+	var out []string
+	for _, c := range policies.Diff(running, file) {
+		if needsRestart(c.Field) {
+			out = append(out, c.String())
+		}
+	}
+	return out
+}
+
 // restartNeeded warns, on every reload, of each field of file that differs
 // from the running policy and applies only at a restart: what the shapers
 // run, not what the file said before, so the warning lasts until the
 // restart, and ends when the file is put back.
-// The status shows them until then too (served.restart).
-func (s *Shaper) restartNeeded(rep *ReloadReport, line *served, file, running policies.Policy) {
+// The status shows them until then too (restartChanges).
+func (s *Shaper) restartNeeded(rep *ReloadReport, file, running policies.Policy) {
 	deliver, partitions := false, false
-	var pending []string
-	for _, c := range policies.Diff(running, file) {
-		if needsRestart(c.Field) {
-			partitions = partitions || c.Field == "partitions"
-			deliver = deliver || c.Field != "partitions"
-			pending = append(pending, c.String())
-		}
+	pending := restartChanges(running, file)
+	for _, c := range pending {
+		partitions = partitions || strings.HasPrefix(c, "partitions ")
+		deliver = deliver || !strings.HasPrefix(c, "partitions ")
 	}
-	line.restart.Store(&pending)
 	if len(pending) > 0 {
 		rep.RestartPending = append(rep.RestartPending, file.Name+": "+strings.Join(pending, ", "))
 	}
@@ -143,7 +151,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 		}
 		before, _ := old.Lookup(p.Name)
 		fileChanges := policies.Diff(before, p)
-		s.restartNeeded(&rep, line, p, *line.Policy())
+		s.restartNeeded(&rep, p, *line.Policy())
 		if len(fileChanges) == 0 {
 			rep.Unchanged++
 			// Still said on every reload while the override keeps a field

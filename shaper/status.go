@@ -140,7 +140,7 @@ func (t *table) lineStatus(ctx context.Context, name string, line *served) Polic
 		Shadow:           c.ShadowLimited,
 		LimiterErrs:      c.LimiterErrors,
 		LimiterDownSince: c.LimiterDownSince,
-		RestartPending:   restartPending(line),
+		RestartPending:   t.restartPending(name, line),
 		Deferred:         c.Deferred,
 		DeferQueued:      line.DeferDrain.Stats().Queued,
 		Readmitted:       c.Readmitted,
@@ -336,12 +336,14 @@ func inPolicy(name string, err error) string {
 // DeadLetter is one dead-lettered job as GET /v1/dead shows it.
 type DeadLetter = deadletter.Letter
 
-// restartPending returns what the last reload left waiting for a restart.
-func restartPending(line *served) []string {
-	if p := line.restart.Load(); p != nil {
-		return *p
+// restartPending returns what the policy file, as last loaded, changes of
+// policy name that waits for a restart of line.
+func (t *table) restartPending(name string, line *served) []string {
+	file, ok := t.fileVersion(name)
+	if !ok {
+		return nil
 	}
-	return nil
+	return restartChanges(*line.Policy(), file)
 }
 
 // removedPolicies lists the policies a reload removed with jobs left,

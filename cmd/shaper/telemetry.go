@@ -116,8 +116,7 @@ func (r *redisLog) Printf(_ context.Context, format string, v ...any) {
 }
 
 func (r *redisLog) printf(now time.Time, format string, v ...any) {
-	r.every.Period = redisLogEvery
-	ok, left := r.every.Allow(now)
+	ok, left := r.every.Allow(now, redisLogEvery)
 	if !ok {
 		return
 	}

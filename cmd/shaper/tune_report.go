@@ -156,10 +156,6 @@ func (r *tuneReport) write(w io.Writer) error {
 	return err
 }
 
-// policyYAML returns the policy file lines of what tune varies in p, the
-// candidate chosen over the policy as it is (current): a field p drops
-// (no total, no adapt) is a comment saying to remove the policy's line,
-// since the lines pasted over the policy's would keep it.
 // writeUnvaried says what every candidate refuses alike, which the table's
 // rejected column (full keys) leaves out: the admission limit's refusals
 // and the invalid submissions. A tour read "rejected 0%, meets yes" of a
@@ -181,6 +177,10 @@ func (r *tuneReport) writeUnvaried(w io.Writer, cur *replay.Result) {
 	}
 }
 
+// policyYAML returns the policy file lines of what tune varies in p, the
+// candidate chosen over the policy as it is (current): a field p drops
+// (no total, no adapt) is a comment saying to remove the policy's line,
+// since the lines pasted over the policy's would keep it.
 func policyYAML(p, current policies.Policy) string {
 	s := "  - name: " + p.Name + "\n    outflow: " + p.Outflow.String() + "\n    queue: " + strconv.Itoa(p.Queue) + "\n"
 	switch {

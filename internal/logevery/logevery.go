@@ -8,22 +8,20 @@ import (
 	"time"
 )
 
-// Limiter lets one line through per Period. Its zero value with a Period
-// set is ready; it is safe for concurrent use.
+// Limiter lets one line through per period. Its zero value is ready; it
+// is safe for concurrent use.
 type Limiter struct {
-	Period time.Duration
-
 	mu    sync.Mutex
 	last  time.Time
 	quiet int // lines left out since the last one let through
 }
 
-// Allow reports whether a line at now is logged, and how many were left
-// out since the last one that was.
-func (l *Limiter) Allow(now time.Time) (ok bool, left int) {
+// Allow reports whether a line at now is logged, at most one per every,
+// and how many were left out since the last one that was.
+func (l *Limiter) Allow(now time.Time, every time.Duration) (ok bool, left int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.Period {
+	if !l.last.IsZero() && now.Sub(l.last) < every {
 		l.quiet++
 		return false, 0
 	}

@@ -166,14 +166,17 @@ func resultOf(subject string, r Reply) (Result, error) {
 		res.Duplicate = r.Duplicate
 		return res, nil
 	}
-	return Result{}, &Error{ // ReplyError
-		StatusCode: r.Code,
-		Problem: Problem{Type: "about:blank", Title: http.StatusText(r.Code), Status: r.Code, Detail: r.Error,
-			Policy: r.Policy, Key: r.Key, RetryAfterMs: r.RetryAfterMs},
-		RetryAfter:  after,
-		op:          "request " + subject,
-		policyRoute: true,
-	}
+	e := replyError(subject, r.Code, r.Error) // ReplyError
+	e.Problem.Policy, e.Problem.Key, e.Problem.RetryAfterMs = r.Policy, r.Key, r.RetryAfterMs
+	e.RetryAfter, e.policyRoute = after, true
+	return Result{}, e
+}
+
+// replyError is the *Error of a NATS reply to a request on subject saying
+// code (the HTTP status the same request would have had) and detail.
+func replyError(subject string, code int, detail string) *Error {
+	return &Error{StatusCode: code, op: "request " + subject,
+		Problem: Problem{Type: "about:blank", Title: http.StatusText(code), Status: code, Detail: detail}}
 }
 
 // Job returns what the shaper knows of job id, as Client.Job does over
@@ -184,8 +187,7 @@ func resultOf(subject string, r Reply) (Result, error) {
 func (n *NATS) Job(ctx context.Context, id string) (Job, error) {
 	subject := DefaultJobSubject + "." + id
 	if !queue.ValidJobID(id) {
-		return Job{}, &Error{StatusCode: http.StatusNotFound, op: "request " + subject,
-			Problem: Problem{Type: "about:blank", Title: "Not Found", Status: http.StatusNotFound, Detail: "no job " + strconv.Quote(id) + ": not a job id"}}
+		return Job{}, replyError(subject, http.StatusNotFound, "no job "+strconv.Quote(id)+": not a job id")
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
@@ -201,8 +203,7 @@ func (n *NATS) Job(ctx context.Context, id string) (Job, error) {
 		return Job{}, fmt.Errorf("client: request %s: %w: %v", subject, ErrBadAnswer, err)
 	}
 	if e := reply.JobError; e.Code != 0 {
-		return Job{}, &Error{StatusCode: e.Code, op: "request " + subject,
-			Problem: Problem{Type: "about:blank", Title: http.StatusText(e.Code), Status: e.Code, Detail: e.Error}}
+		return Job{}, replyError(subject, e.Code, e.Error)
 	}
 	return reply.Job, nil
 }

@@ -224,9 +224,11 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 	}
 }
 
-// lookup is a Store that reads a stored job by its sequence (*queue.Queue).
+// lookup is a Store that reads a stored job by its sequence, and names a
+// place by its sequence (*queue.Queue).
 type lookup interface {
 	Lookup(ctx context.Context, seq uint64) (*queue.Msg, error)
+	JobID(seq uint64) string
 }
 
 // storedAs returns, of a deferred job id whose re-admission the store
@@ -237,24 +239,21 @@ type lookup interface {
 // by its place; read to tell, or, when it is gone (delivered), told by the
 // deferred job's record, which a re-admission of it marked re-admitted.
 func (g *Gate) storedAs(ctx context.Context, id string, rec queue.Receipt) string {
-	if !rec.Duplicate {
+	q, ok := g.queue.(lookup)
+	if !rec.Duplicate || !ok {
 		return ""
 	}
-	first := rec.ID
-	if q, ok := g.queue.(lookup); ok {
-		if m, err := q.Lookup(ctx, rec.Seq); err == nil {
-			first = m.ID
-		} else if g.cfg.Deferred != nil {
-			if _, still, _ := g.cfg.Deferred(ctx, id); !still {
-				return "" // it was re-admitted as itself before
-			}
-			first = ""
+	var first string
+	switch m, err := q.Lookup(ctx, rec.Seq); {
+	case err == nil:
+		first = m.ID
+	case g.cfg.Deferred == nil:
+		return "" // gone, and nothing tells which it was
+	default:
+		if _, still, _ := g.cfg.Deferred(ctx, id); !still {
+			return "" // gone, and re-admitted as itself before
 		}
-		if first == "" {
-			if ider, ok := g.queue.(interface{ JobID(uint64) string }); ok {
-				first = ider.JobID(rec.Seq)
-			}
-		}
+		first = q.JobID(rec.Seq)
 	}
 	if first == id {
 		return ""

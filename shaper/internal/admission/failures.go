@@ -13,8 +13,7 @@ import (
 type failures struct{ every logevery.Limiter }
 
 func (f *failures) log(log *slog.Logger, err error, now time.Time) {
-	f.every.Period = time.Second
-	ok, left := f.every.Allow(now)
+	ok, left := f.every.Allow(now, time.Second)
 	switch {
 	case !ok:
 	case left > 0:

@@ -221,8 +221,9 @@ func (s *Store) KeepCounts(ctx context.Context, interval time.Duration) {
 }
 
 // lastError returns the error of the last failed attempt in a dead job's
-// history ("<time> attempt 3: <error>"), "" when it has none (a job dead
-// before any attempt: undecodable, or past its deadline).
+// history ("<time> attempt 3: <error>", as drain.Drainer.failed writes its
+// lines), "" when it has none (a job dead before any attempt: undecodable,
+// or past its deadline).
 func lastError(history []string) string {
 	for i := len(history) - 1; i >= 0; i-- {
 		line := history[i]

@@ -99,8 +99,7 @@ func (n *natsIngress) receive(m *nats.Msg) {
 		// The shaper would publish its answer there with its own rights:
 		// a job into a queue stream (a tour's was stored, passing
 		// admission), a JetStream API request. Neither stored nor answered.
-		n.refused.Period = time.Minute
-		if ok, left := n.refused.Allow(time.Now()); ok {
+		if ok, left := n.refused.Allow(time.Now(), time.Minute); ok {
 			n.in.log.Warn("nats submission dropped: its reply subject is JetStream's or the shaper's own", "subject", m.Subject, "reply", m.Reply, "dropped_since_last", left)
 		}
 		return
