@@ -199,7 +199,7 @@ func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) time
 	earn, ceiling := retry.earning()
 	for j := int64(1); ; j++ {
 		if j > 1 {
-			at = at.Add(rounds.gap(j))
+			at = at.Add(rounds.gap(j, at))
 		}
 		noFresh := mine != nil && n <= 0 && first == nil
 		if noFresh {
@@ -241,16 +241,25 @@ func (d *Drainer) attempt(k *keyState, n int64, mine *tried, now time.Time) time
 // under a total cap, when it has not reserved a slot yet, the slot it
 // gets then. d.mu must be held.
 func (d *Drainer) firstAttempt(k *keyState, now time.Time) time.Time {
-	at, ok := k.attemptAt()
-	at = maxTime(at, d.freeAt(k, now))
-	if !ok {
-		at = maxTime(k.next.time(), d.freeAt(k, now))
-	}
+	at := d.asksAt(k, now)
 	if k.reserved || d.totalInterval() <= 0 {
 		return at
 	}
 	r := d.roundsOf(k, now)
 	return r.enter(at, now, d.totalNext)
+}
+
+// asksAt returns when k's next attempt may start, of whatever job, before
+// the total cap: its next slot, or when its failed head blocks it, the
+// end of the head's backoff; and not before a delivery in the air lets it.
+// A key holding no slot under the cap asks for one then (step). d.mu must
+// be held.
+func (d *Drainer) asksAt(k *keyState, now time.Time) time.Time {
+	at, ok := k.attemptAt()
+	if !ok {
+		at = k.next.time()
+	}
+	return maxTime(at, d.freeAt(k, now))
 }
 
 // rounds is how one key's attempts are spaced: its interval, and under a
@@ -278,6 +287,12 @@ type rounds struct {
 	// share is the part of the other keys before it.
 	before, after []int64
 	share         float64
+	// late holds the other keys after the key that ask for their next
+	// slot only later than the key's next attempt and its interval (a
+	// retry's backoff, a pause), by when they ask, when counted (exact):
+	// each joins the rounds at the first of the key's attempts it asks
+	// before (lateJoin).
+	late lateKeys
 	// unreserved counts the keys with no slot under the cap that take one
 	// before the key does, when counted (exact); ready holds when each
 	// of them may ask for it.
@@ -300,25 +315,22 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 		return r // the cap never binds the key: its interval spaces its attempts
 	}
 	// Where a key stands under the cap: its reserved slot, or after every
-	// slot reserved.
-	place := func(x *keyState) time.Time {
+	// slot reserved, those without one in the order they ask for one.
+	place := func(x *keyState, asks time.Time) time.Time {
 		if x.reserved {
 			return x.next.time()
 		}
-		// Those without a slot take one in the order their own slots come.
-		return maxTime(d.totalNext, now).Add(maxTime(x.next.time(), now).Sub(now) + time.Duration(1)<<62/2)
+		return maxTime(d.totalNext, now).Add(asks.Sub(now) + time.Duration(1)<<62/2)
 	}
-	mine := place(k)
-	before := func(x *keyState) bool { // x takes its slot before k; on a tie, the key whose jobs came first
-		at := place(x)
-		return at.Before(mine) || at.Equal(mine) && x.notified < k.notified
-	}
+	myAsks := d.asksAt(k, now)
+	mine := place(k, myAsks)
 	// When no slot is reserved ahead, the keys without one that ask before
 	// k take theirs first (rounds.enter): when they ask is kept for it.
 	// Otherwise it is not needed, and nothing is kept per key asked.
 	keepReady := !d.totalNext.After(now)
 	if d.waiting.keys(1) <= exactKeys {
 		depth := len(d.waiting.at)
+		lateAfter := myAsks.Add(r.interval) // no sooner than the key's second ask
 		r.before, r.after = make([]int64, depth), make([]int64, depth)
 		for _, x := range d.keys {
 			w := x.tallied
@@ -328,15 +340,24 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 			if x == k || w <= 0 {
 				continue
 			}
-			if before(x) {
+			var asks time.Time
+			if !x.reserved {
+				asks = d.asksAt(x, now)
+			}
+			// x takes its slot before k; on a tie, the key whose jobs came first
+			before := asksFirst(place(x, asks), x.notified, mine, k.notified)
+			switch {
+			case before:
 				r.before[w-1]++
 				if !x.reserved && !x.delivering() && !k.reserved {
 					r.unreserved++ // it takes a slot under the cap before k asks for one
 					if keepReady {
-						r.ready = append(r.ready, maxTime(x.next.time(), now))
+						r.ready = append(r.ready, asks)
 					}
 				}
-			} else {
+			case !x.reserved && !asksFirst(asks, x.notified, lateAfter, k.notified):
+				r.late.add(asks, x.notified, w) // it joins the rounds later
+			default:
 				r.after[w-1]++
 			}
 		}
@@ -344,6 +365,7 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 			r.before[m] += r.before[m+1]
 			r.after[m] += r.after[m+1]
 		}
+		r.late.sort(k.notified)
 		return r
 	}
 	others := r.others(1)
@@ -353,89 +375,4 @@ func (d *Drainer) roundsOf(k *keyState, now time.Time) rounds {
 	}
 	r.share = min(max(ahead, 0), float64(others)) / float64(max(others, 1))
 	return r
-}
-
-// enter returns when the key, ready for its next attempt at at and
-// holding no slot under the total cap, gets one: the first slot after
-// those reserved when it asks. Asking before the slots reserved now have
-// passed, it gets the one after them. Asking later, while the cap binds,
-// it finds about as many slots reserved ahead as there are now, from the
-// keys that still have jobs by then: every other key takes the cap's next
-// slot again soon after its last. It comes after every other key in its
-// rounds; enter records how many rounds the others go through before it
-// asks.
-func (r *rounds) enter(at, now, totalNext time.Time) time.Time {
-	if r.total <= 0 {
-		return at
-	}
-	if first := maxTime(totalNext, now); !at.After(first) {
-		return first.Add(time.Duration(r.unreserved) * r.total)
-	}
-	ahead := totalNext.Sub(now)
-	if ahead <= 0 {
-		// No slot is reserved ahead (the cap was just set, or idle): the
-		// keys without one that ask before the key take theirs first, a
-		// cap's interval apart.
-		return r.afterReady(at)
-	}
-	for wait := at.Sub(now); r.others(r.shift+1) > 0; r.shift++ {
-		round := max(r.interval, time.Duration(r.others(r.shift+1))*r.total)
-		if wait < round {
-			break
-		}
-		wait -= round
-	}
-	r.share, r.before, r.after = 1, nil, nil // after every other key
-	return at.Add(min(ahead, time.Duration(r.others(r.shift+1))*r.total))
-}
-
-// others counts the keys other than the asking one with at least m jobs
-// waiting.
-func (r *rounds) others(m int64) int64 {
-	n := r.tally.keys(m)
-	if r.tallied >= m {
-		n-- // the key itself
-	}
-	return n
-}
-
-// between counts the other keys' attempts between the key's (j−1)-th and
-// j-th.
-func (r *rounds) between(j int64) float64 {
-	j += r.shift
-	if r.before != nil {
-		return float64(level(r.after, j-1) + level(r.before, j))
-	}
-	return (1-r.share)*float64(r.others(j-1)) + r.share*float64(r.others(j))
-}
-
-// level returns counts[m-1], 0 beyond it.
-func level(counts []int64, m int64) int64 {
-	if m < 1 || m > int64(len(counts)) {
-		return 0
-	}
-	return counts[m-1]
-}
-
-// gap returns the time between the key's (j−1)-th and j-th attempts.
-func (r *rounds) gap(j int64) time.Duration {
-	if r.total <= 0 {
-		return r.interval
-	}
-	return max(r.interval, time.Duration((r.between(j)+1)*float64(r.total)))
-}
-
-// later returns when the n-th attempt after the key's j-th, at at, would
-// start, with no retry left to place: once no other key has that many
-// jobs, or a round is no longer than the key's interval, every gap is the
-// same, and the rest is a product.
-func (r *rounds) later(j, n int64, at time.Time) time.Time {
-	for ; n > 0; n-- {
-		j++
-		if o := r.others(j - 1 + r.shift); r.total <= 0 || o == 0 || time.Duration(o+1)*r.total <= r.interval {
-			return at.Add(time.Duration(n) * r.gap(j))
-		}
-		at = at.Add(r.gap(j))
-	}
-	return at
 }
