@@ -172,6 +172,8 @@ func refusedUntouched(t *testing.T, r *running) {
 		{"POST", "/v1/dead/replay?policy=d&after=x", "", `unknown parameter "after"`},
 		{"GET", "/v1/dead?keys=k", "", `unknown parameter "keys"`},
 		{"GET", "/v1/deferred?polcy=d", "", `unknown parameter "polcy": this route takes policy, key, limit, after`},
+		{"DELETE", "/v1/dead?policy=d&key=a&key=b", "", `parameter "key" given 2 times: give it once`},
+		{"GET", "/v1/dead?limit=1&limit=1000", "", `parameter "limit" given 2 times`},
 	} {
 		req, _ := http.NewRequest(c.method, r.base+c.path, strings.NewReader(c.body))
 		resp, err := http.DefaultClient.Do(req)

@@ -4,19 +4,25 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/shaper-dev/shaper/internal/suggest"
 )
 
 // Query answers 400 and reports false when r's query has a parameter that
-// is not one of names: a mistyped filter (?polcy=orders) must not be read
-// as no filter, which on a route that replays or purges means every
-// policy's.
+// is not one of names, or one given twice: a mistyped filter
+// (?polcy=orders) must not be read as no filter, which on a route that
+// replays or purges means every policy's, and of ?key=a&key=b only the
+// first would be read.
 func Query(w http.ResponseWriter, r *http.Request, names ...string) bool {
-	for p := range r.URL.Query() {
-		if !slices.Contains(names, p) {
+	for p, vs := range r.URL.Query() {
+		switch {
+		case !slices.Contains(names, p):
 			Error(w, http.StatusBadRequest, "unknown parameter "+Quote(p)+": this route takes "+strings.Join(names, ", ")+suggest.Hint(p, names))
+			return false
+		case len(vs) > 1:
+			Error(w, http.StatusBadRequest, "parameter "+Quote(p)+" given "+strconv.Itoa(len(vs))+" times: give it once")
 			return false
 		}
 	}

@@ -65,6 +65,9 @@ func (s *Series) Routes(mux *httpapi.Mux, admin httpapi.Guard, tokenSet bool) {
 // handleSeries serves GET /v1/ui/series?since=: the samples after since
 // (unix milliseconds; all of the window without it).
 func (s *Series) handleSeries(w http.ResponseWriter, r *http.Request) {
+	if !httpapi.Query(w, r, "since") {
+		return
+	}
 	var since time.Time
 	if v := r.URL.Query().Get("since"); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)

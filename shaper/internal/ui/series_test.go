@@ -230,6 +230,8 @@ func TestRoutesGuard(t *testing.T) {
 		{withToken, "/v1/ui/series", "203.0.113.9:1", "bad", http.StatusForbidden},
 		{withToken, "/v1/ui/series", "203.0.113.9:1", "tok", http.StatusOK},
 		{withToken, "/v1/ui/series?since=x", "127.0.0.1:1", "tok", http.StatusBadRequest},
+		{withToken, "/v1/ui/series?snce=1", "127.0.0.1:1", "tok", http.StatusBadRequest},
+		{withToken, "/v1/ui/series?since=1&since=2", "127.0.0.1:1", "tok", http.StatusBadRequest},
 		{noToken, "/ui/", "203.0.113.9:1", "", http.StatusForbidden},
 		{noToken, "/ui/", "127.0.0.1:1", "", http.StatusOK},
 		{noToken, "/v1/ui/series", "127.0.0.1:1", "", http.StatusOK},
