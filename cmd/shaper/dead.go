@@ -153,14 +153,14 @@ func replayed(r client.DeadResult) string {
 	return at + " not replayed: admission did not take it (its key is full, its limit said no, or a backend failed); still a dead letter"
 }
 
-// printable keeps a key or message on one table row.
+// printable keeps a key or message on one table row: one with a control
+// character (or a leading quote) is shown quoted as Go quotes it ("a\tb"),
+// so that keys that differ only there stay apart and can be typed again
+// (--key $'a\tb'); a row of "?" for each hid which key it was.
 func printable(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, s)
+	if strings.HasPrefix(s, `"`) || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		s = strconv.Quote(s)
+	}
 	if r := []rune(s); len(r) > 80 {
 		s = string(r[:80]) + "…"
 	}

@@ -86,3 +86,20 @@ func waitJob(t *testing.T, api *client.Client, id string, want client.JobStatus)
 		}
 	}
 }
+
+// A key with a control character is shown quoted, as it can be typed again;
+// two keys that differ only there stay apart (both were "a?b").
+func TestPrintableKeys(t *testing.T) {
+	for in, want := range map[string]string{
+		"orders-7":  "orders-7",
+		"a\tb":      `"a\tb"`,
+		"a\nb":      `"a\nb"`,
+		"a\x7fb":    `"a\x7fb"`,
+		`"quoted"`:  `"\"quoted\""`,
+		"naïve key": "naïve key",
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
