@@ -405,8 +405,8 @@ func TestIdempotencyKeyOfAStoredJobDeferredAgain(t *testing.T) {
 	if body["status"] != "duplicate" || body["duplicate_of"] != a1.body["id"] {
 		t.Errorf("GET /v1/jobs/%s after its re-admission = %v, want status duplicate, duplicate_of %v", id, body, a1.body["id"])
 	}
-	if st := r.Status()[0]; st.Queued != 1 {
-		t.Errorf("jobs queued: %d, want 1 (the first submission only)", st.Queued)
+	if st := r.Status()[0]; st.Queued != 1 || st.Readmitted != 0 || st.Duplicates != 1 {
+		t.Errorf("jobs queued %d, readmitted %d, duplicates %d; want 1 (the first submission only), 0 (nothing went back into the queue), 1", st.Queued, st.Readmitted, st.Duplicates)
 	}
 	a2 := r.post(t, "d", "k", []byte("x"), "Idempotency-Key", "p-0")
 	if a2.code != 202 || a2.body["id"] != a1.body["id"] || a2.body["duplicate"] != true {

@@ -109,7 +109,7 @@ type gauge struct {
 // PolicyStatus. Counters are exported with a _total suffix.
 var policyFigures = []gauge{
 	{"shaper.jobs.admitted", "Jobs accepted into a queue (202).", true, func(p PolicyStatus) float64 { return float64(p.Admitted) }},
-	{"shaper.jobs.duplicate", "Resubmissions answered from the duplicate window.", true, func(p PolicyStatus) float64 { return float64(p.Duplicates) }},
+	{"shaper.jobs.duplicate", "Resubmissions answered from the duplicate window, or found there at re-admission.", true, func(p PolicyStatus) float64 { return float64(p.Duplicates) }},
 	{"shaper.jobs.rejected", "Jobs refused because their key's queue was full (429).", true, func(p PolicyStatus) float64 { return float64(p.Rejected) }},
 	{"shaper.jobs.limited", "Submissions refused by the admission limit (429).", true, func(p PolicyStatus) float64 { return float64(p.Limited) }},
 	{"shaper.jobs.shadow_limited", "Submissions a shadow admission limit would have refused.", true, func(p PolicyStatus) float64 { return float64(p.Shadow) }},

@@ -191,12 +191,17 @@ func (r readmitter) Deliver(ctx context.Context, d *drain.Delivery) error {
 	rec, err := g.queue.Admit(ctx, queue.Job{ID: m.ID, Key: m.Key, Payload: m.Payload, EnqueuedAt: m.EnqueuedAt, Header: h})
 	switch {
 	case err == nil:
-		g.counts.readmitted.Add(1)
 		if of := g.storedAs(ctx, m.ID, rec); of != "" {
+			// Nothing went back into the queue: the job is one stored
+			// already, found in the duplicate window.
+			g.counts.duplicates.Add(1)
 			if g.cfg.OnDuplicate != nil {
 				g.cfg.OnDuplicate(m.ID, m.Key, of)
 			}
-		} else if g.cfg.OnReadmit != nil {
+			return nil
+		}
+		g.counts.readmitted.Add(1)
+		if g.cfg.OnReadmit != nil {
 			g.cfg.OnReadmit(m.ID, m.Key, m.Attempt-1)
 		}
 		return nil

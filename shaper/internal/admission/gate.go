@@ -269,7 +269,7 @@ type Decision struct {
 // Counts are a Gate's figures since it was made.
 type Counts struct {
 	Admitted      uint64 // jobs stored in their queue (202)
-	Duplicates    uint64 // resubmissions answered from the duplicate window
+	Duplicates    uint64 // resubmissions answered from the duplicate window, or found there at re-admission
 	Rejected      uint64 // jobs refused because their key's queue was full, not kept
 	Unavailable   uint64 // requests answered Unavailable because the store failed
 	Deferred      uint64 // jobs kept in the deferred store
