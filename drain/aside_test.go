@@ -144,14 +144,14 @@ func TestResume(t *testing.T) {
 		r := newMemRig(t, 50, drain.Pace{Interval: 10 * time.Millisecond, Retry: drain.Retry{
 			Attempts: 5, Budget: 0.2}}, drain.Config{
 			DeadLetter: ev.deadLetter,
-			Resume: func(_ context.Context, m *queue.Msg) (int, []string) {
+			Resume: func(_ context.Context, m *queue.Msg) drain.Resumed {
 				mu.Lock()
 				defer mu.Unlock()
 				asked = append(asked, m.ID)
 				if m.ID == "b-0" { // what its 5 attempts met, kept elsewhere
-					return before[m.ID], []string{"t1 attempt 1: refused", "t5 attempt 5: refused"}
+					return drain.Resumed{Attempts: 5, Failures: 5, History: []string{"t1 attempt 1: refused", "t5 attempt 5: refused"}}
 				}
-				return before[m.ID], nil
+				return drain.Resumed{Attempts: before[m.ID], Failures: before[m.ID]}
 			},
 		})
 		r.admit("a", 12)

@@ -76,7 +76,7 @@ type Config struct {
 	// never tried (it answers 0), with the history of those attempts when
 	// it kept one (Event.History), which the job's goes on from. Default:
 	// every job starts at its stored Attempt.
-	Resume func(ctx context.Context, m *queue.Msg) (failures int, history []string)
+	Resume func(ctx context.Context, m *queue.Msg) Resumed
 	// Passive starts the Drainer watching but not delivering, until SetActive(true).
 	Passive bool
 	// WatchedBytes bounds the jobs Watch reported whole (queue.Notice.Job)
@@ -103,6 +103,12 @@ type Event struct {
 	History []string
 	RetryAt time.Time // when the job may be tried again, after a failure (a retry may wait longer for its key's retry budget)
 	Reason  string    // set when the job was dead-lettered instead
+	// Failures counts, of a failed attempt, the job's failures that count
+	// toward Pace.Retry.Attempts so far: not the pauses the downstream
+	// asked for. Paused says the downstream asked the key to pause until
+	// RetryAt. Both are for Config.Resume to give back too.
+	Failures int
+	Paused   bool
 	// Attempted says the delivery reached the downstream: true when it was
 	// delivered or failed there, false for a pause the sink took without
 	// trying (no consumer online, no room for a re-admission) and for a

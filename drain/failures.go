@@ -57,7 +57,11 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 		t.failures++
 		t.deadReason = d.outOf(t, now)
 	}
-	if deadline := retry.Deadline; deadline > 0 && t.deadReason == "" && d.cfg.DeadLetter != nil {
+	// The deadline bounds retries and re-admissions: not a job never
+	// attempted that waits for a consumer to come online (a pause without
+	// an attempt), which is neither.
+	retried := t.retrying || d.cfg.CountPauses
+	if deadline := retry.Deadline; deadline > 0 && retried && t.deadReason == "" && d.cfg.DeadLetter != nil {
 		end := t.msg.EnqueuedAt.Add(deadline)
 		if !now.Before(end) {
 			t.deadReason = ReasonDeadline // a failure that did not count
@@ -102,7 +106,7 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	// Reported once complete, before the key is released: a job's dead
 	// letter or the key's next delivery (its next step) cannot overtake it.
 	s.failure = &Event{Key: t.msg.Key, ID: t.msg.ID, Attempt: t.msg.Attempt, Enqueued: t.msg.EnqueuedAt, Scheduled: s.scheduled, History: slices.Clone(t.history),
-		Started: s.started, Err: s.err, RetryAt: retryAt, Attempted: Attempted(s.err)}
+		Started: s.started, Err: s.err, RetryAt: retryAt, Attempted: Attempted(s.err), Failures: t.failures, Paused: t.paused}
 }
 
 // Attempted reports whether a delivery that ended with err (a Sink's
@@ -117,18 +121,52 @@ func Attempted(err error) bool {
 	return !errors.As(err, &pause) || !pause.NotAttempted
 }
 
-// resumed applies to the head t, read at now, the failed attempts Resume
-// says it had before this drainer's activation: they count toward its
-// attempts, and a job out of attempts, or past its deadline, is
-// dead-lettered at once. d.mu must be held.
-func (d *Drainer) resumed(t *tried, failures int, history []string, now time.Time) {
-	t.failures, t.retrying = failures, true
-	t.due = now
-	for _, line := range history { // what the attempts before met, kept by Resume
+// Resumed is what Config.Resume knows of a job's delivery attempts before
+// this drainer's activation (by another drainer, or before a restart).
+// The zero value: none.
+type Resumed struct {
+	Attempts int      // attempts made, failed or paused: the next is Attempts+1
+	Failures int      // of them, those that count toward Pace.Retry.Attempts
+	History  []string // what they met (Event.History)
+	// RetryAt is when the job may be tried again (Event.RetryAt): the end
+	// of its backoff, or with Paused, of the pause the downstream asked
+	// the key for. Zero: at once.
+	RetryAt time.Time
+	Paused  bool
+}
+
+// resumed applies to k's head t, read at now, the attempts Resume says it
+// had before this drainer's activation: its failures count toward its
+// attempts, its backoff or the downstream's pause runs on to its end (a
+// restart does not fire every failed job at once, nor lift a pause), and
+// a job out of attempts, or past its deadline, is dead-lettered at once.
+// d.mu must be held.
+func (d *Drainer) resumed(k *keyState, t *tried, r Resumed, now time.Time) {
+	t.failures, t.retrying = r.Failures, true
+	t.due = maxTime(now, r.RetryAt)
+	if deadline := d.pace.Retry.Deadline; deadline > 0 && d.cfg.DeadLetter != nil {
+		t.due = minTime(t.due, maxTime(now, t.msg.EnqueuedAt.Add(deadline))) // look again when the deadline passes
+	}
+	t.paused = r.Paused && t.due.After(now)
+	if t.paused {
+		k.next = instantOf(maxTime(k.next.time(), t.due))
+		k.paused = instantOf(maxTime(k.paused.time(), t.due))
+	}
+	for _, line := range r.History { // what the attempts before met, kept by Resume
 		t.note(line)
 	}
-	t.note(fmt.Sprintf("%s resumed after %d failed attempts", now.UTC().Format(time.RFC3339Nano), failures))
+	line := fmt.Sprintf("%s resumed after %d failed attempts", now.UTC().Format(time.RFC3339Nano), r.Failures)
+	if pauses := r.Attempts - r.Failures; pauses > 0 {
+		line += fmt.Sprintf(" and %d paused", pauses)
+	}
+	if t.due.After(now) {
+		line += ", next try " + t.due.UTC().Format(time.RFC3339Nano)
+	}
+	t.note(line)
 	t.deadReason = d.outOf(t, now)
+	if t.deadReason != "" {
+		t.due = now
+	}
 }
 
 // outOf returns the reason to dead-letter the failed job t at now: out of

@@ -388,3 +388,10 @@ func (h *keyHeap) drop(k *keyState) {
 		heap.Remove(h, k.index)
 	}
 }
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -58,8 +58,7 @@ type step struct {
 	readErr   error
 	missing   []uint64 // exact sequences found gone
 	failure   *Event   // the failed delivery, reported once complete
-	before    int      // failed attempts of the head before activation, by Resume
-	beforeLog []string // and what they met (their history), by Resume
+	before    Resumed  // the head's attempts before activation, by Resume
 
 	delivery Delivery // what the sink is handed
 	flight   *flight  // the job goes on a flight of its own once the step is done (Concurrency.Key above 1)
@@ -119,7 +118,7 @@ func (d *Drainer) run(ctx context.Context, s *step) {
 	case alongside:
 		s.reading.Wait()
 		if !s.read {
-			s.head, s.readErr, s.missing, s.before = nil, nil, s.missing[:0], 0
+			s.head, s.readErr, s.missing, s.before = nil, nil, s.missing[:0], Resumed{}
 		}
 	case s.read:
 		d.readHead(ctx, qctx, s)
@@ -232,9 +231,9 @@ func (d *Drainer) readHead(ctx, qctx context.Context, s *step) {
 		s.resumeUpTo = last
 	}
 	if s.resumed() {
-		if n, history := d.cfg.Resume(ctx, s.head); n > 0 {
-			s.before, s.beforeLog = n, history
-			s.head.Attempt = max(s.head.Attempt, n+1)
+		if r := d.cfg.Resume(ctx, s.head); r.Attempts > 0 {
+			s.before = r
+			s.head.Attempt = max(s.head.Attempt, r.Attempts+1)
 		}
 	}
 }
@@ -309,8 +308,8 @@ func (d *Drainer) applyRead(k *keyState, s *step, now, retryAt time.Time) {
 		switch {
 		case s.resumed():
 			k.resumeLeft--
-			if s.before > 0 {
-				d.resumed(&k.head, s.before, s.beforeLog, now)
+			if s.before.Attempts > 0 {
+				d.resumed(k, &k.head, s.before, now)
 			}
 		case s.resume:
 			k.resumeLeft = 0 // this job and the later ones were stored after activation

@@ -25,6 +25,9 @@ const (
 	// HeaderDeferrals counts the re-admission attempts a deferred job waited
 	// for; it is delivered with the job.
 	HeaderDeferrals = "Shaper-Deferrals"
+	// HeaderReplayOf names, on a replayed dead letter's job (a new job, of
+	// a new id), the id of the dead job it replays.
+	HeaderReplayOf = "Shaper-Replay-Of"
 )
 
 // Defaults for the zero Config.

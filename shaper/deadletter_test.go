@@ -191,3 +191,43 @@ func refusedUntouched(t *testing.T, r *running) {
 		t.Errorf("status dead after refused purges and replays = %d, want 6 still", st.Dead)
 	}
 }
+
+// A replayed dead letter is delivered in the trace its job was in: the
+// producer's trace id and tracestate (a tour saw the replay start a new,
+// unsampled trace, without tracestate, losing the job in its trace), and
+// names the dead job it replays (Shaper-Replay-Of), for a consumer that did
+// the work but answered too late to tell it by its id.
+func TestReplayKeepsTheJobsTrace(t *testing.T) {
+	h := newHook(t)
+	var down atomic.Bool
+	down.Store(true)
+	h.set(func(string) (int, string) {
+		if down.Load() {
+			return http.StatusInternalServerError, ""
+		}
+		return http.StatusOK, ""
+	})
+	r := start(t, fmt.Sprintf("policies:\n  - {name: d, outflow: 10/s, queue: 2, retry: {attempts: 1}, deliver: {webhook: %q}}\n", h.srv.URL))
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	a := r.post(t, "d", "k", []byte("x"), "traceparent", "00-"+traceID+"-b7ad6b7169203331-01", "tracestate", "vendor=x", "Shaper-Replay-Of", "forged")
+	if a.code != http.StatusAccepted {
+		t.Fatalf("submission = %d %v", a.code, a.body)
+	}
+	waitFor(t, "the dead letter", 10*time.Second, func() bool { return r.Status()[0].Dead == 1 })
+	down.Store(false)
+	resp, err := http.Post(r.base+"/v1/dead/replay?policy=d", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, "the replay's delivery", 10*time.Second, func() bool { return h.total() == 1 })
+	h.mu.Lock()
+	got := h.got["k"][0]
+	h.mu.Unlock()
+	if !strings.HasPrefix(got.trace, "00-"+traceID+"-") || !strings.HasSuffix(got.trace, "-01") || got.tracestate != "vendor=x" {
+		t.Errorf("replay delivered with traceparent %q, tracestate %q; want the job's trace %s, sampled, and vendor=x", got.trace, got.tracestate, traceID)
+	}
+	if got.replayOf != a.body["id"] || got.id == a.body["id"] {
+		t.Errorf("replay delivered as %s with Shaper-Replay-Of %q, want a new id and %v", got.id, got.replayOf, a.body["id"])
+	}
+}

@@ -22,8 +22,10 @@ type hook struct {
 }
 
 type hookHit struct {
-	id, body string
-	at       time.Time
+	id, body          string
+	trace, tracestate string
+	replayOf          string
+	at                time.Time
 }
 
 func newHook(t *testing.T) *hook {
@@ -49,7 +51,8 @@ func newHook(t *testing.T) *hook {
 			}
 		}
 		h.mu.Lock()
-		h.got[key] = append(h.got[key], hookHit{id: r.Header.Get(queue.HeaderJobID), body: b.String(), at: time.Now()})
+		h.got[key] = append(h.got[key], hookHit{id: r.Header.Get(queue.HeaderJobID), body: b.String(),
+			trace: r.Header.Get("traceparent"), tracestate: r.Header.Get("tracestate"), replayOf: r.Header.Get(queue.HeaderReplayOf), at: time.Now()})
 		h.mu.Unlock()
 	}))
 	t.Cleanup(h.srv.Close)

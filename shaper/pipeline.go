@@ -174,16 +174,17 @@ func (s *Shaper) recordDelivery(policy string) func(drain.Event) {
 	}
 }
 
-// failedAttempts says how many failed delivery attempts the job records
-// count for m (drain.Config.Resume): a job failing when its shaper stopped
-// resumes with its attempts, so Shaper-Attempt and the retry bounds count
-// across restarts and take-overs.
-func (s *Shaper) failedAttempts(ctx context.Context, m *queue.Msg) (int, []string) {
+// failedAttempts says what delivery attempts the job records count for m
+// (drain.Config.Resume): a job failing when its shaper stopped resumes
+// with its attempts, so Shaper-Attempt and the retry bounds count across
+// restarts and take-overs, and with its next try, so its backoff or the
+// pause its downstream asked for runs on.
+func (s *Shaper) failedAttempts(ctx context.Context, m *queue.Msg) drain.Resumed {
 	rec, err := s.jobs.Get(ctx, m.ID)
 	if err != nil || rec.Status != jobs.Queued {
-		return 0, nil // no record (never failed), or one that says nothing of attempts
+		return drain.Resumed{} // no record (never failed), or one that says nothing of attempts
 	}
-	return rec.Attempts, rec.History
+	return rec.Resumed()
 }
 
 // recordDeferred keeps the job records of deferred jobs whose re-admission

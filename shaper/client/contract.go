@@ -26,6 +26,10 @@ const (
 	HeaderEnqueuedAt = queue.HeaderEnqueuedAt
 	HeaderAttempt    = queue.HeaderAttempt
 	HeaderTrace      = queue.HeaderTrace
+	// HeaderReplayOf is on the deliveries of a replayed dead letter (a new
+	// job, of a new id): the id of the dead job it replays, for a consumer
+	// that keeps the ids it has done to tell work it did already.
+	HeaderReplayOf = queue.HeaderReplayOf
 
 	// HeaderIdempotencyKey makes a submission idempotent: a retry within the
 	// shaper's two-minute duplicate window is stored once and answered with

@@ -39,7 +39,9 @@ func newRig(t *testing.T, policies ...string) *rig {
 	}
 	r.dead = deadletter.New(r.js, deadletter.Config{
 		Policies: func() []string { return policies },
-		Replay:   func(context.Context, string, string, []byte) (string, bool, string) { return "", false, "" },
+		Replay: func(context.Context, string, string, []byte, map[string]string, string) (string, bool, string) {
+			return "", false, ""
+		},
 	})
 	for _, p := range policies {
 		if err := r.dead.Open(t.Context(), p); err != nil {

@@ -90,11 +90,17 @@ type submission struct {
 	payload     []byte
 	idempotency string      // Idempotency-Key, optional
 	trace       nats.Header // the W3C trace context the job is stored with (telemetry.begin)
+	replayOf    string      // a replayed dead letter's: the dead job's id (queue.HeaderReplayOf)
 }
 
 // request returns the admission request of sub.
 func (sub submission) request() admission.Request {
-	return admission.Request{Key: sub.key, Payload: sub.payload, Idempotency: sub.idempotency, Header: sub.trace}
+	h := sub.trace
+	if sub.replayOf != "" {
+		h = queue.JobHeader(h)
+		h.Set(queue.HeaderReplayOf, sub.replayOf)
+	}
+	return admission.Request{Key: sub.key, Payload: sub.payload, Idempotency: sub.idempotency, Header: h}
 }
 
 // gate returns the gate of sub's policy, or the answer when there is none
@@ -114,10 +120,12 @@ func (in *Ingress) gate(sub submission) (*admission.Gate, *queue.Queue, answer, 
 
 // Submit runs one job through its policy's gate, blocking as long as the
 // gate may (each backend call bounded by its timeout). For the replay of
-// dead letters: it returns the job's id and whether the job was kept
+// dead letters, in the trace the dead job was in (trace: its traceparent
+// and tracestate, as the W3C propagator reads them; nil: none), naming the
+// dead job replayOf: it returns the job's id and whether the job was kept
 // (accepted, or deferred), and when not, why (the answer's detail).
-func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byte) (string, bool, string) {
-	a := in.admit(ctx, propagation.MapCarrier(nil), submission{policy: policy, key: key, payload: payload}, transportReplay)
+func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byte, trace map[string]string, replayOf string) (string, bool, string) {
+	a := in.admit(ctx, propagation.MapCarrier(trace), submission{policy: policy, key: key, payload: payload, replayOf: replayOf}, transportReplay)
 	if a.Status == statusQueued || a.Status == statusDeferred {
 		return a.ID, true, ""
 	}

@@ -76,12 +76,17 @@ const (
 // Record is what GET /v1/jobs/{id} shows. A delivered job whose status is
 // derived has no key and no time: neither is kept.
 type Record struct {
-	ID        string    `json:"id"`
-	Policy    string    `json:"policy"`
-	Key       string    `json:"key,omitempty"`
-	Status    Status    `json:"status"`
-	Deferrals int       `json:"deferrals,omitempty"`
-	Attempts  int       `json:"delivery_attempts,omitempty"`
+	ID        string `json:"id"`
+	Policy    string `json:"policy"`
+	Key       string `json:"key,omitempty"`
+	Status    Status `json:"status"`
+	Deferrals int    `json:"deferrals,omitempty"`
+	Attempts  int    `json:"delivery_attempts,omitempty"`
+	// Pauses counts, of the attempts, those the downstream answered by
+	// asking for a pause (not counted toward retry.attempts); Paused says
+	// the last one did: the key waits until NextTry.
+	Pauses    int       `json:"pauses,omitempty"`
+	Paused    bool      `json:"paused,omitempty"`
 	NextTry   time.Time `json:"next_try,omitzero"`
 	Reason    string    `json:"reason,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
@@ -263,8 +268,16 @@ func FromDelivery(policy string, e drain.Event) (Record, bool) {
 	case e.Err == nil:
 		return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Delivered, Attempts: e.Attempt}, true
 	default:
-		return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Queued, Attempts: e.Attempt - 1, NextTry: e.RetryAt, LastError: e.Err.Error(), History: e.History}, true
+		return Record{ID: e.ID, Policy: policy, Key: e.Key, Status: Queued, Attempts: e.Attempt - 1, Pauses: max(e.Attempt-1-e.Failures, 0), Paused: e.Paused,
+			NextTry: e.RetryAt, LastError: e.Err.Error(), History: e.History}, true
 	}
+}
+
+// Resumed is what a queued record of a failed job says of its attempts to
+// the drainer that takes the job on (drain.Config.Resume). A record
+// written before pauses were kept apart counts every attempt as failed.
+func (r *Record) Resumed() drain.Resumed {
+	return drain.Resumed{Attempts: r.Attempts, Failures: max(r.Attempts-r.Pauses, 0), History: r.History, RetryAt: r.NextTry, Paused: r.Paused}
 }
 
 // FromReadmission returns the record an event of the drainer re-admitting

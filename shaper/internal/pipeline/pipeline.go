@@ -75,10 +75,9 @@ type Config struct {
 	// given up on (out of re-admission attempts, past the deadline).
 	DeadLetter      DeadLetter
 	DeferDeadLetter DeadLetter
-	// Resume says how many failed attempts a job had before this
-	// pipeline's drainer took the policy, and their history
-	// (drain.Config.Resume).
-	Resume func(ctx context.Context, m *queue.Msg) (failures int, history []string)
+	// Resume says what delivery attempts a job had before this
+	// pipeline's drainer took the policy (drain.Config.Resume).
+	Resume func(ctx context.Context, m *queue.Msg) drain.Resumed
 }
 
 // Pipeline is one policy's admission and drains. Its methods are safe for
