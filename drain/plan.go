@@ -151,6 +151,14 @@ func (d *Drainer) stored(token string, seq uint64, now time.Time) (KeyStatus, ti
 	fresh := max(st.Waiting-int64(st.Retrying), 0)
 	if seq > st.Seen {
 		st.Queued, st.Waiting, fresh = st.Queued+1, st.Waiting+1, fresh+1
+	} else if after := int64(countAbove(k.seqs, seq)); after > 0 {
+		// Jobs of the key stored after this one (a burst of the key's
+		// producers at once) come after it: the answer is the job's
+		// place, not the key's last.
+		st.Queued, st.Waiting, fresh = max(st.Queued-after, 1), max(st.Waiting-after, 0), fresh-after
+		if fresh <= 0 {
+			return st, 0
+		}
 	} else if fresh == 0 {
 		// Seen, and none of the key's jobs waits: the job, its last, has
 		// started already (a drainer can deliver it before its producer

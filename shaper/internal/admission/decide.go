@@ -265,6 +265,7 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		}
 		return g.accepted(p, token, rec, now)
 	case errors.Is(err, queue.ErrFull):
+		g.awaitFilling(ctx, p, token, now)
 		g.refused(p, token, now)
 		if p.Overflow == policies.OverflowDefer {
 			return g.deferJob(ctx, p, token, r.Job, now)
@@ -285,6 +286,32 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 			d.Reason += "; the job may have been stored: submit it again with the same Idempotency-Key to have it stored once"
 		}
 		return d
+	}
+}
+
+// awaitFilling waits, when the store refused a job of a key its drainer
+// sees room in, for the drainer to have seen every job stored until now
+// (briefly: awaitSeen at most): it has not yet seen those that fill the
+// key (a burst of the key's producers at once), and the answer would say
+// the key has room now (a tour saw Retry-After 1 ms on 429s of a key
+// holding 10 of 10 jobs, whose room came ~90 ms later). Only for a key
+// whose drainer never freed a slot of it (freeIn cannot tell then): one
+// that did tells a refusal that raced with a slot freed since (room now)
+// from jobs it has not seen (room at its next slot).
+func (g *Gate) awaitFilling(ctx context.Context, p *policies.Policy, token string, now time.Time) {
+	if st := g.drained.Key(token, now); !g.roomy(p, st) || !st.FreedAt.IsZero() {
+		return
+	}
+	q, ok := g.queue.(interface {
+		LastSeq(context.Context) (uint64, error)
+	})
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, awaitSeen)
+	defer cancel()
+	if last, err := q.LastSeq(ctx); err == nil {
+		g.drained.Stored(token, last, now, awaitSeen) // answers once it saw last; the answer is not needed
 	}
 }
 
@@ -342,15 +369,12 @@ func unavailable(what string, err error) Decision {
 // accepted is the decision for a job stored at rec, with the key's depth
 // and the job's expected start from the drainer's schedule.
 func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now time.Time) Decision {
-	// Under a total cap (of the rate, or of the deliveries awaiting their
-	// receipt) the job's start depends on every key's jobs stored before
-	// it: the drainer waits (briefly) to have seen them all. Otherwise it
-	// counts the job, seen or not.
-	var wait time.Duration
-	if !p.Total.IsZero() || p.Concurrency.Total > 0 {
-		wait = awaitSeen
-	}
-	st, eta, waiting := g.storedConsumer(token, rec.Seq, now, wait)
+	// The job's start depends on its key's jobs stored before it (a burst
+	// of the key's producers at once stores several before the watch
+	// reports the first), and under a total cap (of the rate, or of the
+	// deliveries awaiting their receipt) on every key's: the drainer waits
+	// (briefly) to have seen them all, and counts the job at its place.
+	st, eta, waiting := g.storedConsumer(token, rec.Seq, now, awaitSeen)
 	queued := st.Queued
 	if !rec.Duplicate {
 		// The job itself, which a drainer may have started already.
@@ -375,7 +399,7 @@ func (g *Gate) accepted(p *policies.Policy, token string, rec queue.Receipt, now
 }
 
 // awaitSeen bounds how long an accepted job's answer waits for the drainer
-// to see the jobs stored before it (policies with a total cap only).
+// to see the jobs stored before it.
 const awaitSeen = 20 * time.Millisecond
 
 // freshJobs is how many of a key's jobs wait for their first attempt (the
