@@ -159,7 +159,7 @@ type Drainer struct {
 	queued                 int64
 	counts                 keyCounts     // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
 	seen                   uint64        // the highest sequence the watch reported
-	seenMore               chan struct{} // closed when seen grows, made by AwaitSeen
+	seenWait               seenWaiters   // the AwaitSeen calls waiting
 
 	retries         uint64             // attempts of failed jobs
 	retriesDeferred uint64             // due retries that gave their slot to a fresh job

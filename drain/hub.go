@@ -20,8 +20,8 @@ type hub struct {
 	mu         sync.Mutex
 	fns        []func(queue.Notice) // each partition's watcher, once registered
 	registered int
-	seen       uint64        // highest sequence dispatched
-	seenMore   chan struct{} // closed when seen grows, made by awaitSeen
+	seen       uint64      // highest sequence dispatched
+	seenWait   seenWaiters // the awaitSeen calls waiting
 
 	// dispatching is the highest sequence whose dispatch began: a
 	// partition may have counted the job from then on.
@@ -78,10 +78,7 @@ func (h *hub) dispatch(n queue.Notice) {
 	h.mu.Lock()
 	if n.Seq > h.seen {
 		h.seen = n.Seq
-		if h.seenMore != nil {
-			close(h.seenMore)
-			h.seenMore = nil
-		}
+		h.seenWait.seen(n.Seq)
 	}
 	h.mu.Unlock()
 }
@@ -89,23 +86,7 @@ func (h *hub) dispatch(n queue.Notice) {
 // awaitSeen waits until the job at seq was dispatched to its partition,
 // and reports whether it was before ctx ended.
 func (h *hub) awaitSeen(ctx context.Context, seq uint64) bool {
-	for {
-		h.mu.Lock()
-		if h.seen >= seq {
-			h.mu.Unlock()
-			return true
-		}
-		if h.seenMore == nil {
-			h.seenMore = make(chan struct{})
-		}
-		more := h.seenMore
-		h.mu.Unlock()
-		select {
-		case <-more:
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return awaitSeen(ctx, &h.mu, &h.seenWait, func() uint64 { return h.seen }, seq)
 }
 
 // tokenDepths returns partition i's part of the queue's depths, read at

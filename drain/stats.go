@@ -78,23 +78,7 @@ type KeyStatus struct {
 // up when ctx ends. A producer's answer about a job just stored can so
 // count every job stored before it, of every key.
 func (d *Drainer) AwaitSeen(ctx context.Context, seq uint64) bool {
-	for {
-		d.mu.Lock()
-		if d.seen >= seq {
-			d.mu.Unlock()
-			return true
-		}
-		if d.seenMore == nil {
-			d.seenMore = make(chan struct{})
-		}
-		more := d.seenMore
-		d.mu.Unlock()
-		select {
-		case <-more:
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return awaitSeen(ctx, &d.mu, &d.seenWait, func() uint64 { return d.seen }, seq)
 }
 
 // Key returns the status of the key with token token at now. For a key the

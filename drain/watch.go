@@ -47,10 +47,7 @@ func (d *Drainer) notice(n queue.Notice) {
 	defer d.mu.Unlock()
 	if n.Seq > d.seen {
 		d.seen = n.Seq
-		if d.seenMore != nil {
-			close(d.seenMore)
-			d.seenMore = nil
-		}
+		d.seenWait.seen(n.Seq)
 	}
 	k := d.keys[n.Token]
 	if k == nil {
