@@ -168,3 +168,101 @@ func waitReady(t *testing.T, s *shaper.Shaper, done <-chan error) {
 		t.Fatal("shaper not ready after 20s")
 	}
 }
+
+// A NATS server that stops answering but keeps its connections open (a
+// frozen node, SIGSTOP; a path that drops packets) is left for another
+// server of the URL list within a few pings: a tour froze one node of
+// three and every shaper connected to it answered 503 for the 45 s it
+// stayed frozen (nats.go pings every 2 minutes by default).
+func TestFrozenServerLeft(t *testing.T) {
+	srv := testenv.NATS(t)
+	frozen := newProxy(t, srv.Addr().String())
+	spare, err := freeport.One() // closed until the first server freezes: the first connection goes to frozen
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, done := runOn(t, "nats://"+frozen.addr+",nats://127.0.0.1:"+strconv.Itoa(spare))
+	waitReady(t, s, done)
+	frozen.freeze()
+	froze := time.Now()
+	newProxyAt(t, "127.0.0.1:"+strconv.Itoa(spare), srv.Addr().String())
+	var code int
+	for time.Since(froze) < 20*time.Second {
+		resp, err := http.Post("http://"+s.HTTPAddr()+"/v1/jobs/burst/k", "text/plain", strings.NewReader("x"))
+		if err == nil {
+			code = resp.StatusCode
+			resp.Body.Close()
+			if code == http.StatusAccepted || code == http.StatusTooManyRequests {
+				t.Logf("accepting again %v after the freeze (%d)", time.Since(froze).Round(time.Millisecond), code)
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("20 s after its NATS server froze the shaper still answers %d, want it on the other server within ~6 s", code)
+}
+
+// proxy forwards TCP connections to a server until frozen: then it keeps
+// them open and forwards nothing more, as a frozen process would.
+type proxy struct {
+	addr   string
+	frozen atomic.Bool
+}
+
+func newProxy(t *testing.T, to string) *proxy { return newProxyAt(t, "127.0.0.1:0", to) }
+
+func newProxyAt(t *testing.T, at, to string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{addr: l.Addr().String()}
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", to)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			go p.pipe(in, out)
+			go p.pipe(out, in)
+		}
+	}()
+	return p
+}
+
+func (p *proxy) freeze() { p.frozen.Store(true) }
+
+func (p *proxy) pipe(from, to net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if err != nil {
+			return
+		}
+		for p.frozen.Load() {
+			time.Sleep(50 * time.Millisecond) // holds what it read, forwards nothing
+		}
+		if _, err := to.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}

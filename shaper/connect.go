@@ -95,7 +95,12 @@ func (s *Shaper) connect(ctx context.Context) error {
 		}
 		opts = append(opts, nats.InProcessServer(s.srv))
 	} else {
-		opts = append(opts, nats.RetryOnFailedConnect(false))
+		// A server alive at the TCP level but not answering (frozen,
+		// stalled, a path that drops packets) is left for another of the
+		// cluster once two pings a pingInterval apart go unanswered:
+		// nats.go's default (2 minutes) kept a shaper on a frozen node,
+		// answering 503, for as long as it stayed frozen.
+		opts = append(opts, nats.RetryOnFailedConnect(false), nats.PingInterval(pingInterval), nats.MaxPingsOutstanding(2))
 		auth, err := s.natsAuth()
 		if err != nil {
 			return err
@@ -126,6 +131,10 @@ func (s *Shaper) connect(ctx context.Context) error {
 // that refuses its connection: one started at the same time (a cluster
 // and its shapers brought up together) is given that long to listen.
 const connectWait = 20 * time.Second
+
+// pingInterval is how often the shaper pings its NATS server: one that
+// answers none of two is left for another within 2-3 of them.
+const pingInterval = 2 * time.Second
 
 // dial connects with opts: to the embedded server at once; to
 // Config.NATSURL retrying every 250 ms while no server of it accepts a
