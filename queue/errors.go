@@ -48,6 +48,17 @@ const (
 	codeAccountResources      = 10002
 )
 
+// StorageFull reports whether err, of any JetStream request (a key-value
+// bucket's too, which classify does not see), is JetStream refusing it
+// for want of storage: no room left on the server or in the account.
+func StorageFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == codeInsufficientResources || apiErr.ErrorCode == codeAccountResources
+	}
+	return errors.Is(err, ErrStorageFull) || err != nil && strings.Contains(err.Error(), "insufficient resources")
+}
+
 // classify maps a JetStream or NATS error onto the package's sentinels,
 // keeping the original in the chain.
 func classify(op string, err error) error {

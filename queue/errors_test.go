@@ -34,3 +34,27 @@ func TestMaybeStored(t *testing.T) {
 		}
 	}
 }
+
+// StorageFull tells JetStream's refusals for want of storage, of any
+// request (a key-value bucket's renewal too), from other failures: the
+// shaper's /readyz then says the storage is full, not that a quorum may be
+// lost (a tour's single server with a full store was told to check that
+// most of its cluster's servers were up).
+func TestStorageFull(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&jetstream.APIError{Code: 503, ErrorCode: 10023, Description: "insufficient resources"}, true},
+		{fmt.Errorf("renewal: %w", &jetstream.APIError{Code: 400, ErrorCode: 10002, Description: "resource limits exceeded for account"}), true},
+		{fmt.Errorf("put: nats: API error: code=500 err_code=10023 description=insufficient resources"), true},
+		{queue.ErrStorageFull, true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "jetstream temporarily unavailable"}, false},
+		{context.DeadlineExceeded, false},
+		{nil, false},
+	} {
+		if got := queue.StorageFull(tc.err); got != tc.want {
+			t.Errorf("StorageFull(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

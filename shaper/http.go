@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 )
 
@@ -98,6 +99,12 @@ func (s *Shaper) unanswered() string {
 	since, last, ok := s.cluster.Unanswered(time.Now())
 	if !ok {
 		return ""
+	}
+	if queue.StorageFull(last) {
+		// Not a lost quorum: a full store refuses the renewals of the
+		// drain's lease too, and the drain, which frees room, stops.
+		return "JetStream stores nothing: its storage is full, and no renewal of this shaper's membership or of the drain's lease has been stored since " +
+			since.UTC().Format(time.RFC3339) + " (" + last.Error() + "); give JetStream more storage (max_file_store, or disk under --data): the drain resumes once renewals are stored again"
 	}
 	return "JetStream stores nothing: no renewal of this shaper's membership stored since " + since.UTC().Format(time.RFC3339) +
 		" (" + last.Error() + "; are most of the cluster's JetStream servers up?)"

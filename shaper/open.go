@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
@@ -72,6 +73,9 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 	if err != nil {
 		if errors.Is(err, cluster.ErrInstanceInUse) {
 			return &ConfigError{Field: "InstanceID", Err: err}
+		}
+		if queue.StorageFull(err) {
+			return fmt.Errorf("shaper: claim instance id: JetStream's storage is full and refuses every write, this shaper's membership too: give it more storage (max_file_store, or disk under --data; the embedded server takes 3/4 of the disk free at its start) and start again: %w", err)
 		}
 		return fmt.Errorf("shaper: claim instance id: %w", err)
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/queue"
 )
 
 const (
@@ -266,8 +267,11 @@ func (c *Cluster) noteRenewal(err error) {
 	if err != nil {
 		c.renewErr.Store(&err)
 		if since, last, is := c.Unanswered(now); is && !was {
-			c.log.Warn("JetStream stores nothing: not ready (a cluster without a quorum of its servers?)",
-				"since", since.UTC().Format(time.RFC3339Nano), "err", last)
+			why := "JetStream stores nothing: not ready (a cluster without a quorum of its servers?)"
+			if queue.StorageFull(last) {
+				why = "JetStream stores nothing: not ready, its storage is full (the drain's lease is not renewed either: give JetStream more storage)"
+			}
+			c.log.Warn(why, "since", since.UTC().Format(time.RFC3339Nano), "err", last)
 		}
 		return
 	}
