@@ -124,6 +124,7 @@ func (p *parser) parseFile(root *yaml.Node) *Set {
 	flow = flow || list.Style&yaml.FlowStyle != 0
 	set := &Set{index: make(map[string]int, len(list.Content))}
 	seen := make(map[string]Policy) // by lower-case name
+	var subjects []Policy           // those delivering over NATS, for overlapping subjects
 	for _, item := range list.Content {
 		pol, patch, ok := p.policy(item, flow)
 		if checkName(pol.Name) != "" {
@@ -142,11 +143,32 @@ func (p *parser) parseFile(root *yaml.Node) *Set {
 		if !ok {
 			continue
 		}
+		if pol.Deliver.Webhook == "" {
+			if prev, clash := overlapping(subjects, pol.DeliverSubject()); clash {
+				p.errorf(at(item, flow), "deliver.subject", "%q overlaps policy %q's %q (line %d): each policy's consumers subscribe to <subject>.> and would take the other's jobs; give each its own",
+					pol.DeliverSubject(), prev.Name, prev.DeliverSubject(), prev.Line).Policy = pol.Name
+				continue
+			}
+			subjects = append(subjects, pol)
+		}
 		set.index[pol.Name] = len(set.list)
 		set.list = append(set.list, pol)
 		set.patches = append(set.patches, patch)
 	}
 	return set
+}
+
+// overlapping returns the policy of ps whose delivery subject is subject,
+// or one of whose deliveries (<its subject>.<key>) subject's would take,
+// or the other way round.
+func overlapping(ps []Policy, subject string) (Policy, bool) {
+	for _, p := range ps {
+		other := p.DeliverSubject()
+		if other == subject || strings.HasPrefix(subject, other+".") || strings.HasPrefix(other, subject+".") {
+			return p, true
+		}
+	}
+	return Policy{}, false
 }
 
 // policy walks one item of the policies list into its Patch, and resolves

@@ -219,8 +219,20 @@ func checkSubject(s string) string {
 	if slices.Contains(strings.Split(s, "."), "") {
 		return fmt.Sprintf("%q: empty token (subjects look like a.b.c)", s)
 	}
+	for _, own := range reservedSubjects {
+		if s == own || strings.HasPrefix(s, own+".") || strings.HasPrefix(own, s+".") {
+			return fmt.Sprintf("%q: the shaper's own subjects (%s.>) are not for deliveries: a job delivered there would be taken as a submission, a job or a request to the server; deliver under shaper.out, or a subject of your own", s, own)
+		}
+	}
+	if s[0] == '$' || s[0] == '_' {
+		return fmt.Sprintf("%q: subjects starting with $ or _ are NATS's and JetStream's (their APIs, inboxes) and the shaper's own: deliver under shaper.out, or a subject of your own", s)
+	}
 	return ""
 }
+
+// reservedSubjects are the roots of the subjects the shaper submits, keeps
+// and answers on: deliveries there would loop or reach its internals.
+var reservedSubjects = []string{"shaper.submit", "shaper.q", "shaper.deferred", "shaper.dead", "shaper.job", "shaper.record", "shaper.lane"}
 
 // checkStream returns what is wrong with a JetStream stream name, or "".
 func checkStream(s string) string {
