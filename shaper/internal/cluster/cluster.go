@@ -103,6 +103,10 @@ type Cluster struct {
 	// holds, per policy, the shapers whose file sets it otherwise.
 	digests atomic.Pointer[func() map[string]string]
 	differs atomic.Pointer[map[string][]string]
+	// warnedFiles holds the differences logged, per policy (compareFiles,
+	// which filesMu serializes).
+	filesMu     sync.Mutex
+	warnedFiles map[string][]string
 	// inUse holds, per policy, the number of partitions other shapers
 	// drain it in when it is not this shaper's (LayoutInUse).
 	inUse sync.Map

@@ -69,18 +69,26 @@ func (c *Cluster) compareFiles(others [][]byte) {
 	for name := range differs {
 		slices.Sort(differs[name])
 	}
+	c.filesMu.Lock()
+	defer c.filesMu.Unlock()
 	old := c.differs.Swap(&differs)
+	// A difference is logged once two reads in a row found it: shapers
+	// reloaded together differ for a read, until each renewed its entry
+	// (a tour's simultaneous reload of three logged three false warnings).
+	if c.warnedFiles == nil {
+		c.warnedFiles = map[string][]string{}
+	}
 	for _, name := range slices.Sorted(maps.Keys(differs)) {
-		if old == nil || !slices.Equal((*old)[name], differs[name]) {
-			c.log.Warn("policy files differ between shapers: the drainer paces a key by its own file, each shaper answers its producers by its own; give every shaper the same file and reload each",
+		if old != nil && slices.Equal((*old)[name], differs[name]) && !slices.Equal(c.warnedFiles[name], differs[name]) {
+			c.log.Warn("policy files differ between shapers: the drainer paces a key by its own file (and every shaper's eta_ms and Retry-After come from it), each shaper admits by its own; give every shaper the same file and reload each",
 				"policy", name, "here", c.cfg.Instance, "others", strings.Join(differs[name], ", "))
+			c.warnedFiles[name] = differs[name]
 		}
 	}
-	if old != nil {
-		for _, name := range slices.Sorted(maps.Keys(*old)) {
-			if _, ok := differs[name]; !ok {
-				c.log.Info("policy files agree again between shapers", "policy", name)
-			}
+	for _, name := range slices.Sorted(maps.Keys(c.warnedFiles)) {
+		if _, ok := differs[name]; !ok {
+			c.log.Info("policy files agree again between shapers", "policy", name)
+			delete(c.warnedFiles, name)
 		}
 	}
 }
