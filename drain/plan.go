@@ -155,7 +155,7 @@ func (d *Drainer) stored(token string, seq uint64, now time.Time) (KeyStatus, ti
 		// Jobs of the key stored after this one (a burst of the key's
 		// producers at once) come after it: the answer is the job's
 		// place, not the key's last.
-		st.Queued, st.Waiting, fresh = max(st.Queued-after, 1), max(st.Waiting-after, 0), fresh-after
+		st.Queued, st.Waiting, fresh = max(st.Queued-after, 0), max(st.Waiting-after, 0), fresh-after
 		if fresh <= 0 {
 			return st, 0
 		}

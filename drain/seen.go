@@ -44,8 +44,25 @@ func (w *seenWaiters) seen(seq uint64) {
 	w.waiting = kept
 }
 
+// remove drops the wait of done, if it is still registered; the lock
+// guarding w must be held.
+func (w *seenWaiters) remove(done chan struct{}) {
+	for i, x := range w.waiting {
+		if x.done == done {
+			last := len(w.waiting) - 1
+			w.waiting[i] = w.waiting[last]
+			w.waiting[last] = seenWaiter{}
+			w.waiting = w.waiting[:last]
+			return
+		}
+	}
+}
+
 // awaitSeen waits, under mu, until seen() reports seq or ctx ends, and
 // reports which: seen reads the highest sequence reported, with mu held.
+// A wait that ends unseen is dropped: a sequence the watch never reports
+// (a job removed before it read it, the stream's last when the stream
+// idles) would otherwise keep it for good.
 func awaitSeen(ctx context.Context, mu *sync.Mutex, w *seenWaiters, seen func() uint64, seq uint64) bool {
 	mu.Lock()
 	if seen() >= seq {
@@ -58,6 +75,9 @@ func awaitSeen(ctx context.Context, mu *sync.Mutex, w *seenWaiters, seen func() 
 	case <-done:
 		return true
 	case <-ctx.Done():
-		return false // the wait stays registered until seq is seen: closed then, unread
+		mu.Lock()
+		w.remove(done)
+		mu.Unlock()
+		return false
 	}
 }

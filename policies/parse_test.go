@@ -200,6 +200,7 @@ func TestParseErrors(t *testing.T) {
 		{"deliver empty token", head + "    deliver: out..x\n", 5, "deliver.subject", "empty token"},
 		{"deliver to submissions", head + "    deliver: shaper.submit.orders\n", 5, "deliver.subject", "the shaper's own subjects (shaper.submit.>) are not for deliveries"},
 		{"deliver into a queue", head + "    deliver: shaper.q.orders\n", 5, "deliver.subject", "(shaper.q.>)"},
+		{"deliver into job records", head + "    deliver: shaper.jobs.x\n", 5, "deliver.subject", "(shaper.jobs.>)"},
 		{"deliver above the shaper's", head + "    deliver: shaper\n", 5, "deliver.subject", "the shaper's own subjects"},
 		{"deliver to JetStream's API", head + "    deliver: $JS.API\n", 5, "deliver.subject", "subjects starting with $ or _"},
 		{"deliver to inboxes", head + "    deliver: _INBOX.x\n", 5, "deliver.subject", "subjects starting with $ or _"},

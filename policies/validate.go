@@ -232,7 +232,7 @@ func checkSubject(s string) string {
 
 // reservedSubjects are the roots of the subjects the shaper submits, keeps
 // and answers on: deliveries there would loop or reach its internals.
-var reservedSubjects = []string{"shaper.submit", "shaper.q", "shaper.deferred", "shaper.dead", "shaper.job", "shaper.record", "shaper.lane"}
+var reservedSubjects = []string{"shaper.submit", "shaper.q", "shaper.deferred", "shaper.dead", "shaper.job", "shaper.jobs", "shaper.record", "shaper.lane"}
 
 // checkStream returns what is wrong with a JetStream stream name, or "".
 func checkStream(s string) string {

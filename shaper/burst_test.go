@@ -40,9 +40,11 @@ func TestBurstOfOneKeyAnsweredInPlace(t *testing.T) {
 				q, eta := int(a.body["queued"].(float64)), a.body["eta_ms"].(float64)
 				places = append(places, q)
 				// At 1/s the q-th job starts q-1 slots after the first,
-				// which started, or is about to, as the burst came.
-				if want := float64(q-1) * 1000; eta < want-1000 || eta > want+200 {
-					t.Errorf("job %v answered queued %d, eta_ms %v; want about %v", a.body["id"], q, eta, want)
+				// which started, or is about to, as the burst came: within
+				// a slot, as every answer (a review saw the capped ones a
+				// slot late in 3 of 28 runs on a loaded machine).
+				if want := float64(q-1) * 1000; eta < want-1000 || eta > want+1000 {
+					t.Errorf("job %v answered queued %d, eta_ms %v; want %v within a slot", a.body["id"], q, eta, want)
 				}
 			}
 			slices.Sort(places)

@@ -127,6 +127,7 @@ func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 	old := s.policies.file
 	s.policies.file = set
 	s.policies.mu.Unlock()
+	defer s.cluster.FilesChanged() // once the policies served changed too
 
 	var firsts []<-chan struct{}
 	for _, p := range set.Policies() {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -158,7 +159,7 @@ func replayed(r client.DeadResult) string {
 // so that keys that differ only there stay apart and can be typed again
 // (--key $'a\tb'); a row of "?" for each hid which key it was.
 func printable(s string) string {
-	if strings.HasPrefix(s, `"`) || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+	if strings.HasPrefix(s, `"`) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		s = strconv.Quote(s)
 	}
 	if r := []rune(s); len(r) > 80 {

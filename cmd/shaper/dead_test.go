@@ -97,6 +97,8 @@ func TestPrintableKeys(t *testing.T) {
 		"a\x7fb":    `"a\x7fb"`,
 		`"quoted"`:  `"\"quoted\""`,
 		"naïve key": "naïve key",
+		"a\u2028b":  `"a\u2028b"`,
+		"a\u0085b":  `"a\u0085b"`,
 	} {
 		if got := printable(in); got != want {
 			t.Errorf("printable(%q) = %s, want %s", in, got, want)

@@ -215,8 +215,11 @@ func (g *Gate) settle(ctx context.Context, r *Reservation, rec queue.Receipt, er
 		}
 		return g.accepted(p, token, rec, now)
 	case errors.Is(err, queue.ErrFull):
-		g.awaitFilling(ctx, p, token, now)
-		g.refused(p, token, now)
+		asked := now
+		if g.awaitFilling(ctx, p, token, now) {
+			now = g.now() // the answer's waits count from when it is given
+		}
+		g.refused(p, token, asked)
 		if p.Overflow == policies.OverflowDefer {
 			return g.deferJob(ctx, p, token, r.Job, now)
 		}

@@ -67,19 +67,24 @@ func (g *Gate) roomy(p *policies.Policy, st drain.KeyStatus) bool {
 // whose drainer never freed a slot of it (freeIn cannot tell then): one
 // that did tells a refusal that raced with a slot freed since (room now)
 // from jobs it has not seen (room at its next slot).
-func (g *Gate) awaitFilling(ctx context.Context, p *policies.Policy, token string, now time.Time) {
+//
+// It reports whether it waited.
+func (g *Gate) awaitFilling(ctx context.Context, p *policies.Policy, token string, now time.Time) bool {
 	if st := g.drained.Key(token, now); !g.roomy(p, st) || !st.FreedAt.IsZero() {
-		return
+		return false
 	}
 	q, ok := g.queue.(interface {
 		LastSeq(context.Context) (uint64, error)
 	})
 	if !ok {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, awaitSeen)
 	defer cancel()
-	if last, err := q.LastSeq(ctx); err == nil {
-		g.drained.Stored(token, last, now, awaitSeen) // answers once it saw last; the answer is not needed
+	last, err := q.LastSeq(ctx)
+	if err != nil {
+		return false
 	}
+	g.drained.Stored(token, last, now, awaitSeen) // answers once it saw last; the answer is not needed
+	return true
 }

@@ -107,6 +107,9 @@ type Cluster struct {
 	// which filesMu serializes).
 	filesMu     sync.Mutex
 	warnedFiles map[string][]string
+	// filesChanged asks the membership's loop to renew this shaper's entry
+	// at once, with its new file digests (FilesChanged).
+	filesChanged atomic.Bool
 	// inUse holds, per policy, the number of partitions other shapers
 	// drain it in when it is not this shaper's (LayoutInUse).
 	inUse sync.Map
@@ -225,7 +228,8 @@ func (c *Cluster) KeepMembership(ctx context.Context) {
 		var err error
 		partitioned := c.partitioned.Load() > 0
 		ready := c.ready.Load() && partitioned
-		if time.Since(renewed) >= c.cfg.LeaseTTL/3-c.cfg.LeaseTTL/12 || ready != wasReady {
+		filesChanged := c.filesChanged.Swap(false)
+		if filesChanged || time.Since(renewed) >= c.cfg.LeaseTTL/3-c.cfg.LeaseTTL/12 || ready != wasReady {
 			if _, err = c.leases.Put(cctx, key, me); err == nil && ready {
 				v, _ := json.Marshal(readyValue{Policies: (*c.layouts.Load())(), Assign: assignBalanced})
 				_, err = c.leases.Put(cctx, readyKey, v)

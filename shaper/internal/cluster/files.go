@@ -22,6 +22,17 @@ func (c *Cluster) SetFileDigests(digests func() map[string]string) {
 	c.digests.Store(&digests)
 }
 
+// FilesChanged says that this shaper's policy file changed (a reload): its
+// member entry, with the new digests, is renewed at once, not at its next
+// renewal, so that the other shapers compare the files as they are.
+func (c *Cluster) FilesChanged() {
+	if c == nil {
+		return
+	}
+	c.filesChanged.Store(true)
+	c.wake()
+}
+
 // memberValue is this shaper's member entry now.
 func (c *Cluster) memberValue() []byte {
 	m := c.me
