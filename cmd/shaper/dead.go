@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 
 	"github.com/urfave/cli/v2"
 
