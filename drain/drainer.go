@@ -157,9 +157,8 @@ type Drainer struct {
 	parked                 []*keyState   // keys whose due attempt waits for room under Concurrency.Total
 	keep                   CapOrder      // the places under the cap to take at the next activation (KeepCapOrder)
 	queued                 int64
-	counts                 keyCounts   // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
-	seen                   uint64      // the highest sequence the watch reported
-	seenWait               seenWaiters // the AwaitSeen calls waiting
+	counts                 keyCounts // keys with jobs and jobs stepped aside, kept by the keys (keystate.go)
+	seen                   seenMark  // the highest sequence the watch reported, and the AwaitSeen calls waiting
 
 	retries         uint64             // attempts of failed jobs
 	retriesDeferred uint64             // due retries that gave their slot to a fresh job

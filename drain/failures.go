@@ -61,8 +61,7 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	// attempted that waits for a consumer to come online (a pause without
 	// an attempt), which is neither.
 	retried := t.retrying || d.cfg.CountPauses
-	if deadline := retry.Deadline; deadline > 0 && retried && t.deadReason == "" && d.cfg.DeadLetter != nil {
-		end := t.msg.EnqueuedAt.Add(deadline)
+	if end, ok := d.deadlineOf(t); ok && retried && t.deadReason == "" {
 		if !now.Before(end) {
 			t.deadReason = ReasonDeadline // a failure that did not count
 		} else if now.Add(wait).After(end) {
@@ -79,8 +78,7 @@ func (d *Drainer) failed(k *keyState, t *tried, s *step, now time.Time) {
 	t.due = now.Add(wait)
 	t.paused = pause != nil
 	if t.paused {
-		k.next = instantOf(maxTime(k.next.time(), t.due)) // the downstream asked the key to wait
-		k.paused = instantOf(maxTime(k.paused.time(), t.due))
+		k.pauseUntil(t.due) // the downstream asked the key to wait
 	}
 	// The retry waits for its backoff and for the key's next slot: the
 	// later of the two is when it runs, as the log and the event say.
@@ -144,13 +142,12 @@ type Resumed struct {
 func (d *Drainer) resumed(k *keyState, t *tried, r Resumed, now time.Time) {
 	t.failures, t.retrying = r.Failures, true
 	t.due = maxTime(now, r.RetryAt)
-	if deadline := d.pace.Retry.Deadline; deadline > 0 && d.cfg.DeadLetter != nil {
-		t.due = minTime(t.due, maxTime(now, t.msg.EnqueuedAt.Add(deadline))) // look again when the deadline passes
+	if end, ok := d.deadlineOf(t); ok {
+		t.due = minTime(t.due, maxTime(now, end)) // look again when the deadline passes
 	}
 	t.paused = r.Paused && t.due.After(now)
 	if t.paused {
-		k.next = instantOf(maxTime(k.next.time(), t.due))
-		k.paused = instantOf(maxTime(k.paused.time(), t.due))
+		k.pauseUntil(t.due)
 	}
 	for _, line := range r.History { // what the attempts before met, kept by Resume
 		t.note(line)
@@ -169,6 +166,23 @@ func (d *Drainer) resumed(k *keyState, t *tried, r Resumed, now time.Time) {
 	}
 }
 
+// deadlineOf returns when t's retry.deadline passes, and false when it has
+// none, or when there is no Config.DeadLetter to put it in. d.mu must be
+// held.
+func (d *Drainer) deadlineOf(t *tried) (time.Time, bool) {
+	if dl := d.pace.Retry.Deadline; dl > 0 && d.cfg.DeadLetter != nil {
+		return t.msg.EnqueuedAt.Add(dl), true
+	}
+	return time.Time{}, false
+}
+
+// pauseUntil makes k wait until at, the end of a pause its downstream
+// asked for: no attempt of any of its jobs before.
+func (k *keyState) pauseUntil(at time.Time) {
+	k.next = instantOf(maxTime(k.next.time(), at))
+	k.paused = instantOf(maxTime(k.paused.time(), at))
+}
+
 // outOf returns the reason to dead-letter the failed job t at now: out of
 // attempts (Config.FailReason) or past its deadline (ReasonDeadline); ""
 // when it may be retried, or when there is no Config.DeadLetter to put it
@@ -180,7 +194,8 @@ func (d *Drainer) outOf(t *tried, now time.Time) string {
 		return ""
 	case retry.Attempts > 0 && t.failures >= retry.Attempts:
 		return d.cfg.FailReason
-	case retry.Deadline > 0 && !now.Before(t.msg.EnqueuedAt.Add(retry.Deadline)):
+	}
+	if end, ok := d.deadlineOf(t); ok && !now.Before(end) {
 		return ReasonDeadline
 	}
 	return ""

@@ -20,8 +20,7 @@ type hub struct {
 	mu         sync.Mutex
 	fns        []func(queue.Notice) // each partition's watcher, once registered
 	registered int
-	seen       uint64      // highest sequence dispatched
-	seenWait   seenWaiters // the awaitSeen calls waiting
+	seen       seenMark // highest sequence dispatched, and the awaitSeen calls waiting
 
 	// dispatching is the highest sequence whose dispatch began: a
 	// partition may have counted the job from then on.
@@ -76,17 +75,14 @@ func (h *hub) dispatch(n queue.Notice) {
 	}
 	h.fns[PartitionOf(n.Token, h.n)](n)
 	h.mu.Lock()
-	if n.Seq > h.seen {
-		h.seen = n.Seq
-		h.seenWait.seen(n.Seq)
-	}
+	h.seen.advance(n.Seq)
 	h.mu.Unlock()
 }
 
 // awaitSeen waits until the job at seq was dispatched to its partition,
 // and reports whether it was before ctx ended.
 func (h *hub) awaitSeen(ctx context.Context, seq uint64) bool {
-	return awaitSeen(ctx, &h.mu, &h.seenWait, func() uint64 { return h.seen }, seq)
+	return h.seen.await(ctx, &h.mu, seq)
 }
 
 // tokenDepths returns partition i's part of the queue's depths, read at

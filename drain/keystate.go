@@ -323,7 +323,7 @@ func (k *keyState) nextEvent(readAt time.Time) (time.Time, bool) {
 // schedule. d.mu must be held.
 func (d *Drainer) status(k *keyState, now time.Time) KeyStatus {
 	// A job in delivery has its slot: the key's fresh jobs come after it.
-	st := KeyStatus{Queued: k.depth, Waiting: k.waitingTurn(), Seen: max(k.notified, d.seen), Retrying: k.retrying(), FreedAt: k.freedAt.time()}
+	st := KeyStatus{Queued: k.depth, Waiting: k.waitingTurn(), Seen: max(k.notified, d.seen.seq), Retrying: k.retrying(), FreedAt: k.freedAt.time()}
 	room := d.firstAttempt(k, now).Add(d.hold) // the next attempt, assumed to succeed
 	switch {
 	case len(k.pend) > 0 && k.pendingAt.time().After(now):

@@ -109,10 +109,8 @@ func (s *NATSSink) Deliver(ctx context.Context, d *Delivery) error {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return s.absentConsumer(subject)
 		}
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && s.timeout > 0 {
-			// Say which bound ran out: "context deadline exceeded" named
-			// neither the consumer nor deliver.timeout.
-			return fmt.Errorf("%w: %s: no answer within deliver.timeout (%s): %w", ErrDelivery, subject, s.timeout, err) // a timeout stays one (Pace.Adapt)
+		if timedOut(ctx, err) {
+			return fmt.Errorf("%w: %s: %s: %w", ErrDelivery, subject, noAnswer(s.timeout), err) // a timeout stays one (Pace.Adapt)
 		}
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrDelivery, subject, err) // a timeout stays one (Pace.Adapt)

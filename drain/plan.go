@@ -143,7 +143,7 @@ func (d *Drainer) stored(token string, seq uint64, now time.Time) (KeyStatus, ti
 	k := d.keys[token]
 	var st KeyStatus
 	if k == nil {
-		st = KeyStatus{RoomIn: d.intervalOf(token), Seen: d.seen}
+		st = KeyStatus{RoomIn: d.intervalOf(token), Seen: d.seen.seq}
 		k = &keyState{notified: math.MaxUint64} // its jobs come after every job seen
 	} else {
 		st = d.status(k, now)

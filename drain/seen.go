@@ -5,12 +5,14 @@ import (
 	"sync"
 )
 
-// seenWaiters are the goroutines waiting for the watch to report a
-// sequence (AwaitSeen): each is woken once the sequence it waits for is
-// seen, not at every report. (A channel closed at every report woke every
-// producer's answer waiting, tens of thousands of times a second under
-// load, to find most still not seen.)
-type seenWaiters struct {
+// seenMark is the highest sequence the watch reported, and the goroutines
+// waiting for it to reach theirs (AwaitSeen): each is woken once the
+// sequence it waits for is seen, not at every report. (A channel closed at
+// every report woke every producer's answer waiting, tens of thousands of
+// times a second under load, to find most still not seen.) The lock of its
+// owner guards it.
+type seenMark struct {
+	seq     uint64
 	waiting []seenWaiter
 }
 
@@ -19,64 +21,61 @@ type seenWaiter struct {
 	done chan struct{}
 }
 
-// add registers a wait for seq; the lock guarding w must be held.
-func (w *seenWaiters) add(seq uint64) chan struct{} {
-	done := make(chan struct{})
-	w.waiting = append(w.waiting, seenWaiter{seq, done})
-	return done
-}
-
-// seen wakes the waits for sequences up to seq; the lock guarding w must
-// be held.
-func (w *seenWaiters) seen(seq uint64) {
-	if len(w.waiting) == 0 {
+// advance raises the mark to seq, when higher, and wakes the waits for
+// sequences up to it.
+func (m *seenMark) advance(seq uint64) {
+	if seq <= m.seq {
 		return
 	}
-	kept := w.waiting[:0]
-	for _, x := range w.waiting {
+	m.seq = seq
+	if len(m.waiting) == 0 {
+		return
+	}
+	kept := m.waiting[:0]
+	for _, x := range m.waiting {
 		if x.seq <= seq {
 			close(x.done)
 		} else {
 			kept = append(kept, x)
 		}
 	}
-	clear(w.waiting[len(kept):])
-	w.waiting = kept
+	clear(m.waiting[len(kept):])
+	m.waiting = kept
 }
 
-// remove drops the wait of done, if it is still registered; the lock
-// guarding w must be held.
-func (w *seenWaiters) remove(done chan struct{}) {
-	for i, x := range w.waiting {
+// remove drops the wait of done, if it is still registered.
+func (m *seenMark) remove(done chan struct{}) {
+	for i, x := range m.waiting {
 		if x.done == done {
-			last := len(w.waiting) - 1
-			w.waiting[i] = w.waiting[last]
-			w.waiting[last] = seenWaiter{}
-			w.waiting = w.waiting[:last]
+			last := len(m.waiting) - 1
+			m.waiting[i] = m.waiting[last]
+			m.waiting[last] = seenWaiter{}
+			m.waiting = m.waiting[:last]
 			return
 		}
 	}
 }
 
-// awaitSeen waits, under mu, until seen() reports seq or ctx ends, and
-// reports which: seen reads the highest sequence reported, with mu held.
-// A wait that ends unseen is dropped: a sequence the watch never reports
-// (a job removed before it read it, the stream's last when the stream
-// idles) would otherwise keep it for good.
-func awaitSeen(ctx context.Context, mu *sync.Mutex, w *seenWaiters, seen func() uint64, seq uint64) bool {
+// await waits until the mark reaches seq or ctx ends, and reports which;
+// mu is the lock guarding m. A wait that ends unseen is dropped: a
+// sequence the watch never reports (a job removed before it read it, the
+// stream's last sequence when the stream idles) would otherwise keep it
+// for good.
+func (m *seenMark) await(ctx context.Context, mu *sync.Mutex, seq uint64) bool {
 	mu.Lock()
-	if seen() >= seq {
+	if m.seq >= seq {
 		mu.Unlock()
 		return true
 	}
-	done := w.add(seq)
+	done := make(chan struct{})
+	m.waiting = append(m.waiting, seenWaiter{seq, done})
 	mu.Unlock()
 	select {
 	case <-done:
 		return true
 	case <-ctx.Done():
 		mu.Lock()
-		w.remove(done)
+		m.remove(done)
 		mu.Unlock()
 		return false
 	}

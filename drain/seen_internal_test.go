@@ -12,14 +12,11 @@ import (
 // when it ends: a review found every such wait kept for good, one per
 // passive partition every 2 s on an idle queue.
 func TestSeenWaitDroppedWhenItEnds(t *testing.T) {
-	var (
-		mu   sync.Mutex
-		w    seenWaiters
-		seen uint64 = 3
-	)
+	var mu sync.Mutex
+	w := seenMark{seq: 3}
 	for range 100 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-		if awaitSeen(ctx, &mu, &w, func() uint64 { return seen }, 7) {
+		if w.await(ctx, &mu, 7) {
 			t.Fatal("awaitSeen(7) = true with 3 seen")
 		}
 		cancel()
@@ -31,11 +28,10 @@ func TestSeenWaitDroppedWhenItEnds(t *testing.T) {
 	mu.Unlock()
 	go func() {
 		mu.Lock()
-		seen = 7
-		w.seen(7)
+		w.advance(7)
 		mu.Unlock()
 	}()
-	if !awaitSeen(context.Background(), &mu, &w, func() uint64 { return seen }, 7) {
+	if !w.await(context.Background(), &mu, 7) {
 		t.Fatal("awaitSeen(7) = false once 7 was seen")
 	}
 	mu.Lock()

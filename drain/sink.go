@@ -75,3 +75,17 @@ func (e *GiveUpError) Unwrap() error { return ErrDelivery }
 
 // Unwrap returns ErrDelivery.
 func (e *RetryAfterError) Unwrap() error { return ErrDelivery }
+
+// timedOut reports whether err ended a delivery because ctx, bounded by
+// the sink's deliver.timeout, ran out: such a failure says so (noAnswer),
+// where "context deadline exceeded" named neither the consumer nor the
+// bound.
+func timedOut(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil
+}
+
+// noAnswer says that no answer came within timeout, the sink's
+// deliver.timeout.
+func noAnswer(timeout time.Duration) string {
+	return "no answer within deliver.timeout (" + timeout.String() + ")"
+}

@@ -78,7 +78,7 @@ type KeyStatus struct {
 // up when ctx ends. A producer's answer about a job just stored can so
 // count every job stored before it, of every key.
 func (d *Drainer) AwaitSeen(ctx context.Context, seq uint64) bool {
-	return awaitSeen(ctx, &d.mu, &d.seenWait, func() uint64 { return d.seen }, seq)
+	return d.seen.await(ctx, &d.mu, seq)
 }
 
 // Key returns the status of the key with token token at now. For a key the
@@ -88,7 +88,7 @@ func (d *Drainer) Key(token string, now time.Time) KeyStatus {
 	defer d.mu.Unlock()
 	k := d.keys[token]
 	if k == nil {
-		return KeyStatus{RoomIn: d.intervalOf(token), Seen: d.seen}
+		return KeyStatus{RoomIn: d.intervalOf(token), Seen: d.seen.seq}
 	}
 	return d.status(k, now)
 }

@@ -45,10 +45,7 @@ const maxSpareKeys = 1024
 func (d *Drainer) notice(n queue.Notice) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if n.Seq > d.seen {
-		d.seen = n.Seq
-		d.seenWait.seen(n.Seq)
-	}
+	d.seen.advance(n.Seq)
 	k := d.keys[n.Token]
 	if k == nil {
 		name, err := n.Key()

@@ -3,7 +3,6 @@ package drain
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -60,10 +59,9 @@ func (s *WebhookSink) Deliver(ctx context.Context, d *Delivery) error {
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := s.client.Do(req)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		// Say which bound ran out, first: the URL's error is cut short in
-		// the dead-letter list.
-		return fmt.Errorf("%w: no answer within deliver.timeout (%s): %w", ErrDelivery, s.timeout, err) // a timeout stays one (Pace.Adapt)
+	if timedOut(ctx, err) {
+		// First: the URL's error is cut short in the dead-letter list.
+		return fmt.Errorf("%w: %s: %w", ErrDelivery, noAnswer(s.timeout), err) // a timeout stays one (Pace.Adapt)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrDelivery, err) // a timeout stays one (Pace.Adapt)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,14 +79,18 @@ func needsRestart(field string) bool {
 	return strings.HasPrefix(field, "deliver.") || field == "partitions"
 }
 
-// restartChanges lists the changes from running to file ("partitions 4 →
-// 2") that apply only at a restart.
-func restartChanges(running, file policies.Policy) []string {
+// restartChanges lists the changes from running to file that apply only
+// at a restart.
+func restartChanges(running, file policies.Policy) []policies.Change {
+	return slices.DeleteFunc(policies.Diff(running, file), func(c policies.Change) bool { return !needsRestart(c.Field) })
+}
+
+// changeStrings writes changes as the status and the reload's answer say
+// them: "partitions 4 → 2".
+func changeStrings(changes []policies.Change) []string {
 	var out []string
-	for _, c := range policies.Diff(running, file) {
-		if needsRestart(c.Field) {
-			out = append(out, c.String())
-		}
+	for _, c := range changes {
+		out = append(out, c.String())
 	}
 	return out
 }
@@ -99,11 +104,11 @@ func (s *Shaper) restartNeeded(rep *ReloadReport, file, running policies.Policy)
 	deliver, partitions := false, false
 	pending := restartChanges(running, file)
 	for _, c := range pending {
-		partitions = partitions || strings.HasPrefix(c, "partitions ")
-		deliver = deliver || !strings.HasPrefix(c, "partitions ")
+		partitions = partitions || c.Field == "partitions"
+		deliver = deliver || c.Field != "partitions"
 	}
 	if len(pending) > 0 {
-		rep.RestartPending = append(rep.RestartPending, file.Name+": "+strings.Join(pending, ", "))
+		rep.RestartPending = append(rep.RestartPending, file.Name+": "+strings.Join(changeStrings(pending), ", "))
 	}
 	if deliver {
 		s.warn(rep, file.Name+": the delivery target changed: restart the shaper to apply it")

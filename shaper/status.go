@@ -343,7 +343,7 @@ func (t *table) restartPending(name string, line *served) []string {
 	if !ok {
 		return nil
 	}
-	return restartChanges(*line.Policy(), file)
+	return changeStrings(restartChanges(*line.Policy(), file))
 }
 
 // removedPolicies lists the policies a reload removed with jobs left,

@@ -63,14 +63,14 @@ func (g *Gate) roomy(p *policies.Policy, st drain.KeyStatus) bool {
 // (briefly: awaitSeen at most): it has not yet seen those that fill the
 // key (a burst of the key's producers at once), and the answer would say
 // the key has room now (a tour saw Retry-After 1 ms on 429s of a key
-// holding 10 of 10 jobs, whose room came ~90 ms later). Only for a key
-// whose drainer never freed a slot of it (freeIn cannot tell then): one
-// that did tells a refusal that raced with a slot freed since (room now)
-// from jobs it has not seen (room at its next slot).
+// holding 10 of 10 jobs, whose room came ~90 ms later). Only when freeIn
+// cannot tell (a key whose drainer never freed a slot of it): one that did
+// tells a refusal that raced with a slot freed since (room now) from jobs
+// it has not seen (room at its next slot).
 //
 // It reports whether it waited.
 func (g *Gate) awaitFilling(ctx context.Context, p *policies.Policy, token string, now time.Time) bool {
-	if st := g.drained.Key(token, now); !g.roomy(p, st) || !st.FreedAt.IsZero() {
+	if _, known := g.freeIn(p, token, g.drained.Key(token, now), now); known {
 		return false
 	}
 	q, ok := g.queue.(interface {

@@ -66,11 +66,11 @@ type Config struct {
 	// Policies returns the names of every policy, in order.
 	Policies func() []string
 	// Replay submits a dead letter's job again through the normal admission
-	// path, in the trace of the job (its traceparent and tracestate, when it
-	// had them), naming the dead job replayOf (queue.HeaderReplayOf), and
+	// path, in the trace of the job (the trace context of header, the dead
+	// letter's), naming the dead job replayOf (queue.HeaderReplayOf), and
 	// returns its new id, and whether the job was kept (accepted, or
 	// deferred).
-	Replay func(ctx context.Context, policy, key string, payload []byte, trace map[string]string, replayOf string) (id string, kept bool, why string)
+	Replay func(ctx context.Context, policy, key string, payload []byte, header nats.Header, replayOf string) (id string, kept bool, why string)
 	// Tracer, when set, records a span of every dead-lettering in the job's
 	// trace. Default: none.
 	Tracer trace.Tracer

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaper-dev/shaper/drain"
@@ -39,7 +40,7 @@ func newRig(t *testing.T, policies ...string) *rig {
 	}
 	r.dead = deadletter.New(r.js, deadletter.Config{
 		Policies: func() []string { return policies },
-		Replay: func(context.Context, string, string, []byte, map[string]string, string) (string, bool, string) {
+		Replay: func(context.Context, string, string, []byte, nats.Header, string) (string, bool, string) {
 			return "", false, ""
 		},
 	})

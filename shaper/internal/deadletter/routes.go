@@ -36,8 +36,8 @@ type Letter struct {
 	Payload  *string   `json:"payload,omitempty"` // with show: the payload, when it is UTF-8 text
 	Bytes    []byte    `json:"payload_base64,omitempty"`
 
-	data  []byte
-	trace map[string]string // the job's trace context (traceparent, tracestate), passed on to its replay
+	data   []byte
+	header nats.Header // the letter's headers: its job's trace context, which its replay goes on in
 }
 
 // reasons are the reasons a job is dead-lettered with.
@@ -123,15 +123,7 @@ func (s *Store) each(ctx context.Context, f filter, fn func(Letter) bool) error 
 
 func decode(policy string, h nats.Header, data []byte, md *jetstream.MsgMetadata) Letter {
 	d := Letter{Policy: policy, Key: h.Get(queue.HeaderKey), ID: h.Get(queue.HeaderJobID),
-		Reason: h.Get(HeaderReason), From: From(h.Get(HeaderFrom)), Size: len(data), data: data}
-	for _, name := range []string{queue.HeaderTrace, "tracestate"} {
-		if v := h.Get(name); v != "" {
-			if d.trace == nil {
-				d.trace = map[string]string{}
-			}
-			d.trace[name] = v
-		}
-	}
+		Reason: h.Get(HeaderReason), From: From(h.Get(HeaderFrom)), Size: len(data), data: data, header: h}
 	if md != nil {
 		d.Seq = md.Sequence.Stream
 	}
@@ -240,7 +232,7 @@ func (s *Store) handleShow(w http.ResponseWriter, r *http.Request) {
 // alike from then on.
 func (s *Store) handleReplay(w http.ResponseWriter, r *http.Request) {
 	s.apply(w, r, "replayed", func(ctx context.Context, d Letter) (string, bool, string) {
-		id, kept, why := s.cfg.Replay(ctx, d.Policy, d.Key, d.data, d.trace, d.ID)
+		id, kept, why := s.cfg.Replay(ctx, d.Policy, d.Key, d.data, d.header, d.ID)
 		if kept {
 			rec := jobs.Record{ID: d.ID, Policy: d.Policy, Key: d.Key, Status: jobs.Replayed, Reason: d.Reason, ReplayedAs: id,
 				History: append(d.History, time.Now().UTC().Format(time.RFC3339Nano)+" replayed as "+id)}

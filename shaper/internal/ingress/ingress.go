@@ -22,6 +22,7 @@ import (
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
 
 // Defaults for the zero Config.
@@ -120,12 +121,12 @@ func (in *Ingress) gate(sub submission) (*admission.Gate, *queue.Queue, answer, 
 
 // Submit runs one job through its policy's gate, blocking as long as the
 // gate may (each backend call bounded by its timeout). For the replay of
-// dead letters, in the trace the dead job was in (trace: its traceparent
-// and tracestate, as the W3C propagator reads them; nil: none), naming the
-// dead job replayOf: it returns the job's id and whether the job was kept
-// (accepted, or deferred), and when not, why (the answer's detail).
-func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byte, trace map[string]string, replayOf string) (string, bool, string) {
-	a := in.admit(ctx, propagation.MapCarrier(trace), submission{policy: policy, key: key, payload: payload, replayOf: replayOf}, transportReplay)
+// dead letters, in the trace the dead job was in (header's trace context,
+// the dead letter's; nil: none), naming the dead job replayOf: it returns
+// the job's id and whether the job was kept (accepted, or deferred), and
+// when not, why (the answer's detail).
+func (in *Ingress) Submit(ctx context.Context, policy, key string, payload []byte, header nats.Header, replayOf string) (string, bool, string) {
+	a := in.admit(ctx, jobtrace.Carrier(header), submission{policy: policy, key: key, payload: payload, replayOf: replayOf}, transportReplay)
 	if a.Status == statusQueued || a.Status == statusDeferred {
 		return a.ID, true, ""
 	}
