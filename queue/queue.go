@@ -58,7 +58,10 @@ type Config struct {
 	// delivering it need not read it again; every watcher (each shaper
 	// watching the queue) then receives every payload.
 	WatchHeadersOnly bool
-	Logger           *slog.Logger
+	// Reserve, when set, refuses jobs (ErrStorageFull) once JetStream's
+	// store is within the room it keeps for the shapers' own records.
+	Reserve *Reserve
+	Logger  *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -301,6 +304,9 @@ func (q *Queue) message(job Job) (*nats.Msg, error) {
 	}
 	if nc := q.js.Conn(); nc.Status() != nats.CONNECTED {
 		return nil, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
+	}
+	if err := q.cfg.Reserve.take(storedSize(m)); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -79,6 +79,11 @@ type Config struct {
 	SyncAlways   bool
 	// DataDir is the embedded server's store. Default DefaultDataDir.
 	DataDir string
+	// MaxStore bounds the embedded server's store, in bytes (its
+	// max_file_store). Default 0: 3/4 of the disk free under DataDir at
+	// start. Of either, the last 1/32 (queue.ReserveFor) is kept from jobs
+	// for the drain leases, the membership and the job records.
+	MaxStore int64
 	// Replicas is the replica count of the Shaper's streams and buckets (1,
 	// 3 or 5). 0 (the default) keeps as many as its existing store keeps (1
 	// on a new store); a count below the store's is refused at start, so
@@ -194,6 +199,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LeaseTTL < MinLeaseTTL {
 		return c, &ConfigError{Field: "LeaseTTL", Err: fmt.Errorf("%v: want at least %v: a lease is renewed every third of it, and a renewal must get through a JetStream write in that time", c.LeaseTTL, MinLeaseTTL)}
+	}
+	if err := maxStoreError(c); err != nil {
+		return c, err
 	}
 	if c.JobTTL <= 0 {
 		c.JobTTL = DefaultJobTTL

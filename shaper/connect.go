@@ -46,6 +46,7 @@ var settingNames = map[string]string{
 	"NATSTLSCert": "NATS TLS client certificate",
 	"LeaseTTL":    "lease TTL",
 	"Replicas":    "replicas",
+	"MaxStore":    "max store",
 }
 
 func (e *ConfigError) Error() string {
@@ -273,6 +274,8 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		Authorization: token,
 		SyncInterval:  cmp.Or(cfg.SyncInterval, DefaultSyncInterval),
 		SyncAlways:    cfg.SyncAlways,
+		// 0: the server's default, 3/4 of the disk free at its start.
+		JetStreamMaxStore: cfg.MaxStore,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -104,7 +104,7 @@ func (s *Shaper) unanswered() string {
 		// Not a lost quorum: a full store refuses the renewals of the
 		// drain's lease too, and the drain, which frees room, stops.
 		return "JetStream stores nothing: its storage is full, and no renewal of this shaper's membership or of the drain's lease has been stored since " +
-			since.UTC().Format(time.RFC3339) + " (" + last.Error() + "); give JetStream more storage (max_file_store, or disk under --data): the drain resumes once renewals are stored again"
+			since.UTC().Format(time.RFC3339) + " (" + last.Error() + "); give JetStream more storage (max_file_store; for the embedded store a larger --max-store, or disk under --data): the drain resumes once renewals are stored again"
 	}
 	return "JetStream stores nothing: no renewal of this shaper's membership stored since " + since.UTC().Format(time.RFC3339) +
 		" (" + last.Error() + "; are most of the cluster's JetStream servers up?)"

@@ -51,6 +51,7 @@ func (s *Shaper) openPipeline(runCtx, ctx context.Context, p policies.Policy) (*
 		MaxPayload:       s.cfg.MaxPayload,
 		Timeout:          s.cfg.Timeout,
 		WatchHeadersOnly: s.cfg.WatchHeadersOnly,
+		Reserve:          &s.reserve,
 		Logger:           s.log,
 	}
 	q, err := queue.Open(ctx, s.js, p.Name, p.Queue, qcfg)

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
@@ -64,6 +65,7 @@ type Shaper struct {
 	starting startup               // the start-up step, for /readyz
 	stopping startup               // the graceful stop's step, for its progress log
 	storage  admission.Storage     // JetStream's room, by the stores' answers to jobs: for /readyz
+	reserve  queue.Reserve         // JetStream's room kept from jobs for the leases and records
 
 	httpAddr   atomic.Value // string, once listening
 	ready      chan struct{}

@@ -129,3 +129,66 @@ func TestNotReadyWhileJetStreamStoresNothing(t *testing.T) {
 		return code == http.StatusOK
 	})
 }
+
+// Jobs never fill the store: the shaper refuses them (503, storage full)
+// before its last 1/32, kept for the drain lease, the membership and the
+// job records. So a store filled while no consumer is online keeps its
+// drain past several lease TTLs, and a consumer that subscribes
+// afterwards receives every job answered 202. (Without the reserve the
+// store refused the lease's renewals, the drain stopped a lease TTL after
+// the store filled, and the consumer got nothing.) The store's limit is
+// the embedded server's (MaxStore), or an external server's account's.
+func TestFullStoreKeepsItsDrain(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) {
+		fullStoreKeepsItsDrain(t, shaper.Config{MaxStore: 4 << 20})
+	})
+	t.Run("account limit", func(t *testing.T) {
+		ns := testenv.NATS(t)
+		if err := ns.GlobalAccount().UpdateJetStreamLimits(map[string]server.JetStreamAccountLimits{
+			"": {MaxStore: 4 << 20, MaxMemory: -1, MaxStreams: -1, MaxConsumers: -1},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		fullStoreKeepsItsDrain(t, shaper.Config{NATSURL: ns.ClientURL()})
+	})
+}
+
+func fullStoreKeepsItsDrain(t *testing.T, cfg shaper.Config) {
+	const ttl = time.Second
+	cfg.LeaseTTL = ttl
+	cfg.Policies = testenv.Policies(t, "policies:\n  - {name: p, outflow: 1000/s, queue: 1000}\n")
+	r := wrap(t, testenv.Shaper(t, cfg))
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+	accepted := 0
+	for i := 0; ; i++ {
+		a := r.post(t, "p", "k"+strconv.Itoa(i%10), payload)
+		if a.code == http.StatusServiceUnavailable {
+			d, _ := a.body["detail"].(string)
+			if !strings.Contains(d, "kept for the drain leases") {
+				t.Errorf("503 of a store at its reserve: detail %q, want it to say what the room is kept for", d)
+			}
+			break
+		}
+		if a.code != http.StatusAccepted || i > 200 {
+			t.Fatalf("job %d of 64 KiB into a 4 MiB store: %d %v, want 202 until the store is full, then 503", i, a.code, a.body)
+		}
+		accepted++
+	}
+	if accepted < 40 {
+		t.Fatalf("%d jobs of 64 KiB accepted into a 4 MiB store, want most of it used", accepted)
+	}
+	time.Sleep(3 * ttl) // no consumer: every lease renewal must still be stored
+	got := testenv.Consume(t, r.NATSURL(), "shaper.out.p.>")
+	waitFor(t, "every accepted job delivered to a consumer that came after the store filled", 20*time.Second, func() bool {
+		return got.Load() >= int64(accepted)
+	})
+	if n := got.Load(); n != int64(accepted) {
+		t.Errorf("%d deliveries of %d accepted jobs", n, accepted)
+	}
+	waitFor(t, "a job stored once the drain freed room", 10*time.Second, func() bool {
+		return r.post(t, "p", "again", []byte("x")).code == http.StatusAccepted
+	})
+	// Delivered too, so that the shaper does not stop with a delivery in
+	// flight to the consumer the test closes first.
+	waitFor(t, "the job stored after", 10*time.Second, func() bool { return got.Load() > int64(accepted) })
+}

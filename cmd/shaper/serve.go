@@ -35,6 +35,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			&cli.StringFlag{Name: "data", Value: shaper.DefaultDataDir, Usage: "data directory of the embedded JetStream", EnvVars: envVar("data")},
 			&cli.StringFlag{Name: "nats-listen", Value: shaper.DefaultNATSListen, Usage: "client address of the embedded JetStream", EnvVars: envVar("nats-listen")},
 			&cli.StringFlag{Name: "nats-url", Usage: "external NATS URL(s) with JetStream; disables the embedded server (waited for up to 20s at start while none listens)", EnvVars: envVar("nats-url")},
+			&cli.StringFlag{Name: "max-store", Usage: "most the embedded JetStream stores on disk (4GiB, 512MB); of it, the last 1/32 (256 KiB to 256 MiB) is kept from jobs for the drain leases and job records", DefaultText: "3/4 of the disk free at start", EnvVars: envVar("max-store")},
 			&cli.StringFlag{Name: "sync", Value: "2m", Usage: "how the embedded JetStream writes to disk: always (before each 202: survives a power loss, slower) or an interval (a 202 survives kill -9, not a power loss)", EnvVars: envVar("sync")},
 			&cli.StringFlag{Name: "admin-token", Usage: "bearer token the admin routes require (tuning, reload, dead letters); without one they answer loopback clients only", EnvVars: envVar("admin-token")},
 			&cli.BoolFlag{Name: "admin-loopback-only", Usage: "allow --http beyond loopback without --admin-token (admin routes then answer loopback clients only)", EnvVars: envVar("admin-loopback-only")},
@@ -85,6 +86,12 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 					return cli.Exit(fmt.Sprintf("shaper serve: --sync %q: want always or a positive duration such as 2m", sync), cmdline.ExitUsage)
 				}
 			}
+			var maxStore int64
+			if v := c.String("max-store"); v != "" {
+				if maxStore, err = parseSize(v); err != nil {
+					return cli.Exit("shaper serve: --max-store "+err.Error(), cmdline.ExitUsage)
+				}
+			}
 			tel, err := telemetryFromEnv(c.Context, log)
 			if err != nil {
 				return err
@@ -112,6 +119,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				NATSURL:           c.String("nats-url"),
 				NATSListen:        c.String("nats-listen"),
 				DataDir:           c.String("data"),
+				MaxStore:          maxStore,
 				Replicas:          c.Int("replicas"),
 				RedisURL:          c.String("redis-url"),
 				MaxPayload:        c.Int("max-payload"),
@@ -215,6 +223,7 @@ var configFlags = map[string]string{
 	"NATSListen":  "--nats-listen",
 	"Replicas":    "--replicas",
 	"DataDir":     "--data",
+	"MaxStore":    "--max-store",
 	"RedisURL":    "--redis-url",
 	"InstanceID":  "--instance-id",
 	"LeaseTTL":    "--lease-ttl",
