@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -120,7 +121,9 @@ type Config struct {
 	// drain. Worth setting with several shapers and large payloads.
 	WatchHeadersOnly bool
 	// SubmitSubject is the NATS ingress root: requests to <root>.<policy>.<key>.
-	// Default DefaultSubmitSubject.
+	// Default DefaultSubmitSubject. A policy delivering under it (or above
+	// it) is refused by New and by a reload: its deliveries would be
+	// submitted again.
 	SubmitSubject string
 	// StartTimeout bounds how long Run retries to create or bind its
 	// streams and buckets (a cluster still electing, shapers racing to
@@ -182,6 +185,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SubmitSubject == "" {
 		c.SubmitSubject = DefaultSubmitSubject
 	}
+	if err := deliveryLoop(c.Policies, c.SubmitSubject); err != nil {
+		return c, &ConfigError{Field: "SubmitSubject", Err: err}
+	}
 	if c.Timeout <= 0 {
 		c.Timeout = queue.DefaultTimeout
 	}
@@ -213,4 +219,22 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// deliveryLoop returns an error naming the first policy of set that
+// delivers over NATS under the NATS ingress's subject root (or above it):
+// its deliveries would be taken as submissions, again and again. The
+// policy file's own check refuses the default roots (shaper.submit…); this
+// one covers a SubmitSubject of the Config's own.
+func deliveryLoop(set *policies.Set, submit string) error {
+	for _, p := range set.Policies() {
+		if p.Deliver.Webhook != "" {
+			continue
+		}
+		s := p.DeliverSubject()
+		if s == submit || strings.HasPrefix(s, submit+".") || strings.HasPrefix(submit, s+".") {
+			return fmt.Errorf("policy %q delivers to %s, under this shaper's NATS submissions (%s.>): its deliveries would be submitted again; deliver to another subject, or give the shaper another submit subject", p.Name, s, submit)
+		}
+	}
+	return nil
 }

@@ -32,21 +32,22 @@ type ConfigError struct {
 
 // settingNames are ConfigError's words for the fields.
 var settingNames = map[string]string{
-	"HTTPAddr":    "HTTP address",
-	"NATSURL":     "NATS",
-	"NATSListen":  "NATS listen address",
-	"DataDir":     "data directory",
-	"RedisURL":    "Redis URL",
-	"InstanceID":  "instance id",
-	"AdminToken":  "admin token",
-	"NATSToken":   "NATS token",
-	"NATSCreds":   "NATS credentials",
-	"NATSNKey":    "NATS NKey seed",
-	"NATSTLSCA":   "NATS TLS CA",
-	"NATSTLSCert": "NATS TLS client certificate",
-	"LeaseTTL":    "lease TTL",
-	"Replicas":    "replicas",
-	"MaxStore":    "max store",
+	"HTTPAddr":      "HTTP address",
+	"NATSURL":       "NATS",
+	"NATSListen":    "NATS listen address",
+	"DataDir":       "data directory",
+	"RedisURL":      "Redis URL",
+	"InstanceID":    "instance id",
+	"AdminToken":    "admin token",
+	"NATSToken":     "NATS token",
+	"NATSCreds":     "NATS credentials",
+	"NATSNKey":      "NATS NKey seed",
+	"NATSTLSCA":     "NATS TLS CA",
+	"NATSTLSCert":   "NATS TLS client certificate",
+	"LeaseTTL":      "lease TTL",
+	"Replicas":      "replicas",
+	"MaxStore":      "max store",
+	"SubmitSubject": "submit subject",
 }
 
 func (e *ConfigError) Error() string {

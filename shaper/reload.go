@@ -122,6 +122,11 @@ func (s *Shaper) restartNeeded(rep *ReloadReport, file, running policies.Policy)
 func (s *Shaper) reload(ctx context.Context) (ReloadReport, error) {
 	rep := ReloadReport{File: s.cfg.PolicyFile, Added: []string{}, Removed: []string{}, Changed: []string{}, Warnings: []string{}, RestartPending: []string{}}
 	set, err := policies.Load(s.cfg.PolicyFile)
+	if err == nil {
+		if err = deliveryLoop(set, s.cfg.SubmitSubject); err != nil {
+			err = fmt.Errorf("%s: %w", s.cfg.PolicyFile, err)
+		}
+	}
 	if err != nil {
 		for _, e := range unjoin(err) {
 			s.log.Error("reload: policy file refused, keeping the policies in use", "err", e)
