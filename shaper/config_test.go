@@ -44,13 +44,30 @@ func TestMaxStoreChecked(t *testing.T) {
 	}{
 		{shaper.Config{MaxStore: -1}, "want a positive size"},
 		{shaper.Config{MaxStore: 1 << 10}, "1.0 KiB: want at least 1 MiB"},
-		{shaper.Config{MaxStore: 1 << 30, NATSURL: "nats://127.0.0.1:4222"}, "applies to the embedded JetStream only"},
+		{shaper.Config{MaxStore: 1 << 30, NATSURL: "nats://127.0.0.1:4222"}, "applies to the embedded JetStream only: with an external server"},
 	} {
 		c.cfg.Policies = set
 		_, err := shaper.New(c.cfg)
 		var ce *shaper.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "MaxStore" || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("MaxStore %d: %v, want a MaxStore error saying %q", c.cfg.MaxStore, err, c.want)
+		}
+	}
+}
+
+// NATS credentials in a URL are not shown: the log and the banner print
+// the URL redacted.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                 "nats://127.0.0.1:4222",
+		"nats://a:secret@127.0.0.1:4222":        "nats://a:xxxxx@127.0.0.1:4222",
+		"nats://s3cr3t@127.0.0.1:4222":          "nats://xxxxx@127.0.0.1:4222",
+		"nats://a:p@n1:4222,nats://a:p@n2:4222": "nats://a:xxxxx@n1:4222,nats://a:xxxxx@n2:4222",
+		"nats://a:p%zz@n1:4222":                 "xxxxx@n1:4222",
+		"127.0.0.1:4222":                        "127.0.0.1:4222",
+	} {
+		if got := shaper.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,7 +113,7 @@ func (s *Shaper) connect(ctx context.Context) error {
 	s.nc, err = s.dial(ctx, opts)
 	if err != nil {
 		s.disconnect()
-		return &ConfigError{Field: "NATSURL", Err: fmt.Errorf("connect to %s: %w", s.cfg.NATSURL, err)}
+		return &ConfigError{Field: "NATSURL", Err: fmt.Errorf("connect to %s: %w", RedactURL(s.cfg.NATSURL), err)}
 	}
 	if s.cfg.NATSURL != "" {
 		if err := s.fitPayload(s.nc.MaxPayload()); err != nil {
@@ -157,8 +158,8 @@ func (s *Shaper) dial(ctx context.Context, opts []nats.Option) (*nats.Conn, erro
 			return nil, fmt.Errorf("%w (retried for %s)", err, connectWait)
 		}
 		if tries == 1 {
-			s.log.Warn("no NATS server accepts a connection yet: retrying", "url", s.cfg.NATSURL, "for", connectWait, "err", err)
-			s.starting.at("waiting for NATS at " + s.cfg.NATSURL)
+			s.log.Warn("no NATS server accepts a connection yet: retrying", "url", RedactURL(s.cfg.NATSURL), "for", connectWait, "err", err)
+			s.starting.at("waiting for NATS at " + RedactURL(s.cfg.NATSURL))
 		}
 		select {
 		case <-ctx.Done():
@@ -328,4 +329,27 @@ func embeddedListen(cfg Config) (host string, port int, err error) {
 		return "", 0, &ConfigError{Field: "NATSListen", Err: fmt.Errorf("%q: bad port", listen)}
 	}
 	return host, port, nil
+}
+
+// RedactURL returns urls (a NATS URL, or several separated by commas) as
+// they may be shown or logged: a password replaced by xxxxx, and a user
+// without a password (nats://TOKEN@host, NATS's token form) as xxxxx too.
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			if err != nil && strings.Contains(p, "@") {
+				parts[i] = "xxxxx@" + p[strings.LastIndex(p, "@")+1:]
+			}
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			parts[i] = u.Redacted()
+		} else {
+			u.User = url.User("xxxxx")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -70,10 +70,10 @@ func (s *Shaper) Handler() http.Handler {
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not serving"})
 		case s.nc.Status() != nats.CONNECTED:
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "nats " + s.nc.Status().String()})
+		case unanswered != "": // first: nothing is stored, not even the drain's renewals
+			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": unanswered})
 		case storageFull != "":
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": storageFull})
-		case unanswered != "":
-			httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": unanswered})
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		}

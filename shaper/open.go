@@ -62,6 +62,7 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 	if err != nil {
 		return startError(err)
 	}
+	s.keepReserve(ctx, runCtx)
 	err = s.retry(ctx, "claiming the instance id", func(context.Context) error {
 		// Claim waits up to a lease TTL for an earlier holder's entry to
 		// expire (a shaper killed on another machine): longer than a
@@ -75,11 +76,10 @@ func (s *Shaper) open(ctx, runCtx context.Context) error {
 			return &ConfigError{Field: "InstanceID", Err: err}
 		}
 		if queue.StorageFull(err) {
-			return fmt.Errorf("shaper: claim instance id: JetStream's storage is full and refuses every write, this shaper's membership too: give it more storage (max_file_store; for the embedded store a larger --max-store, or more disk under --data: it takes 3/4 of the disk free at its start by default) and start again: %w", err)
+			return fmt.Errorf("shaper: claim instance id: %s, and start again: %w", storageFullHint, err)
 		}
 		return fmt.Errorf("shaper: claim instance id: %w", err)
 	}
-	s.keepReserve(ctx, runCtx)
 	s.dead = deadletter.New(s.js, deadletter.Config{
 		Replicas:   s.cfg.Replicas,
 		MaxPayload: s.cfg.MaxPayload,

@@ -19,10 +19,18 @@ func (s *Shaper) keepReserve(ctx, runCtx context.Context) {
 		s.log.Warn("jetstream storage: its use cannot be read, so none is kept from jobs for the drain until it can (read again every 250 ms)", "err", err)
 	case limit > 0:
 		s.reserve.Sample(used, limit)
-		s.log.Info("jetstream storage: jobs are refused (503, storage full) once it holds all but the room kept for the drain leases, the membership and the job records",
-			"used", queue.FormatBytes(used), "limit", queue.FormatBytes(limit), "kept", queue.FormatBytes(queue.ReserveFor(limit)))
+		keep := queue.ReserveFor(limit)
+		attrs := []any{"used", queue.FormatBytes(used), "limit", queue.FormatBytes(limit), "kept", queue.FormatBytes(keep)}
+		if free, ok := diskFree(s.cfg.DataDir); ok && s.srv != nil && limit > used+free {
+			s.log.Warn("jetstream storage: its limit is more than the disk has free: the disk fills first, and a full disk fails writes without an answer; lower --max-store", append(attrs, "disk_free", queue.FormatBytes(free))...)
+		}
+		if used >= limit-keep {
+			s.log.Warn("jetstream storage: full already: jobs are refused (503, storage full) until the drain frees room; past its limit, even the drain's own writes are refused", attrs...)
+		} else {
+			s.log.Info("jetstream storage: jobs are refused (503, storage full) once it holds all but the room kept for the drain leases, the membership and the job records", attrs...)
+		}
 	default:
-		s.log.Info("jetstream storage: the account has no storage limit a client can see, so none is kept for the drain: give the account a limit (max_file) below the server's max_file_store, or jobs that fill the server's storage stop the drain's lease renewals too")
+		s.log.Warn("jetstream storage: the account has no storage limit a client can see, so none is kept for the drain: give the account a JetStream limit (max_file) below the server's max_file_store, or jobs that fill the server's storage stop the drain's lease renewals too")
 	}
 	s.background.Go(func() { s.reserve.Run(runCtx, s.storeUse) })
 }
@@ -58,7 +66,7 @@ func maxStoreError(c Config) error {
 	case c.MaxStore < 0:
 		return &ConfigError{Field: "MaxStore", Err: fmt.Errorf("%d bytes: want a positive size, or 0 for 3/4 of the disk free at start", c.MaxStore)}
 	case c.MaxStore > 0 && c.NATSURL != "":
-		return &ConfigError{Field: "MaxStore", Err: fmt.Errorf("applies to the embedded JetStream only; an external server's is its max_file_store")}
+		return &ConfigError{Field: "MaxStore", Err: fmt.Errorf("applies to the embedded JetStream only: with an external server, give the shapers' account a JetStream limit (max_file) on the server")}
 	case c.MaxStore > 0 && c.MaxStore < 1<<20:
 		return &ConfigError{Field: "MaxStore", Err: fmt.Errorf("%s: want at least 1 MiB", queue.FormatBytes(c.MaxStore))}
 	}

@@ -268,7 +268,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	s.serving.Store(true)
 	s.background.Go(func() { s.readyToDrain(runCtx) })
 	close(s.ready)
-	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", s.NATSURL(), "policies", len(s.policies.names()),
+	s.log.Info("shaper serving", "http", s.HTTPAddr(), "nats", RedactURL(s.NATSURL()), "policies", len(s.policies.names()),
 		"operator_page", "http://"+s.HTTPAddr()+"/ui/")
 
 	var runErr error

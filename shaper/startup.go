@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 )
 
@@ -78,7 +79,13 @@ func (s *Shaper) retry(ctx context.Context, what string, open func(context.Conte
 		if !transient(err) {
 			return s.refused(err)
 		}
-		s.log.Warn("start-up: failed, retrying", "step", what, "attempt", attempt, "retry_in", wait, "err", err)
+		if queue.StorageFull(err) {
+			// Retried all the same: another shaper's drain may free room.
+			s.starting.at(what + ": " + storageFullHint)
+			s.log.Warn("start-up: failed, retrying", "step", what, "attempt", attempt, "retry_in", wait, "err", err, "hint", storageFullHint)
+		} else {
+			s.log.Warn("start-up: failed, retrying", "step", what, "attempt", attempt, "retry_in", wait, "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return s.endedStart(ctx, what, attempt, err)
@@ -87,6 +94,9 @@ func (s *Shaper) retry(ctx context.Context, what string, open func(context.Conte
 		wait, bound = min(2*wait, startMaxBackoff), min(2*bound, startTry)
 	}
 }
+
+// storageFullHint says what a step refused for want of storage waits for.
+const storageFullHint = "JetStream's storage is full and refuses every write: give it more storage (max_file_store; for the embedded store a larger --max-store, or more disk under --data)"
 
 // endedStart is the error of a start-up step whose retries ctx ended: the
 // start-up deadline, or Run stopped before it served.

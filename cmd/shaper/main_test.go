@@ -212,6 +212,10 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"--http", "127.0.0.1:0", "--log-level", "loud"}, []string{`shaper serve: --log-level "loud": want debug, info, warn or error`}},
 		{[]string{"--http", "127.0.0.1:0", "--nats-listen", "0.0.0.0:0"}, []string{"shaper: NATS token: the embedded NATS server would listen beyond loopback (0.0.0.0:0) without credentials", "(see --nats-token)"}},
 		{[]string{"--http", "127.0.0.1:0", "--lease-ttl", "100ms"}, []string{"shaper: lease TTL: 100ms: want at least 1s", "(see --lease-ttl)"}},
+		{[]string{"--http", "127.0.0.1:0", "--max-store", "4pages"}, []string{`shaper serve: --max-store "4pages": unknown unit "pages"`}},
+		{[]string{"--http", "127.0.0.1:0", "--max-store", "0"}, []string{`shaper serve: --max-store "0": want a positive size (leave --max-store out`}},
+		{[]string{"--http", "127.0.0.1:0", "--max-store", "100k"}, []string{"shaper: max store: 100.0 KiB: want at least 1 MiB", "(see --max-store)"}},
+		{[]string{"--http", "127.0.0.1:0", "--max-store", "4GiB", "--nats-url", "nats://127.0.0.1:1"}, []string{"shaper: max store: applies to the embedded JetStream only", "(see --max-store)"}},
 	} {
 		_, _, err := runCLI(t, append(serve, c.args...)...)
 		for _, want := range c.want {

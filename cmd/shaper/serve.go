@@ -88,7 +88,10 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 			}
 			var maxStore int64
 			if v := c.String("max-store"); v != "" {
-				if maxStore, err = parseSize(v); err != nil {
+				if maxStore, err = parseSize(v); err == nil && maxStore == 0 {
+					err = fmt.Errorf("%q: want a positive size (leave --max-store out for 3/4 of the disk free at start)", v)
+				}
+				if err != nil {
 					return cli.Exit("shaper serve: --max-store "+err.Error(), cmdline.ExitUsage)
 				}
 			}
@@ -159,7 +162,7 @@ delivery subjects (shaper.out.<policy>.<key> by default).`,
 				select {
 				case <-s.Ready():
 					fmt.Fprintf(c.App.ErrWriter, "shaper: serving %s on http://%s (NATS %s); Ctrl-C stops, SIGHUP reloads %s\n",
-						policyCount(len(set.Policies())), s.HTTPAddr(), s.NATSURL(), c.String("policies"))
+						policyCount(len(set.Policies())), s.HTTPAddr(), shaper.RedactURL(s.NATSURL()), c.String("policies"))
 				case <-c.Context.Done():
 					return
 				}

@@ -21,6 +21,9 @@ var sizeUnits = map[string]float64{
 // nats-server's configuration).
 func parseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
+	if strings.HasPrefix(t, "-") {
+		return 0, fmt.Errorf("%q: want a positive size such as 4GiB or 512MB", s)
+	}
 	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	if i < 0 {
 		i = len(t)

@@ -20,7 +20,7 @@ func TestParseSize(t *testing.T) {
 		"1.2.3G":         "want a size",
 		"1e30":           `unknown unit "e30"`,
 		"9999999999999T": "too large",
-		"-4G":            `unknown unit "-4G"`,
+		"-4G":            "want a positive size",
 	} {
 		if _, err := parseSize(in); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("parseSize(%q) = %v, want an error saying %q", in, err, wantErr)

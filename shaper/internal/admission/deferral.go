@@ -118,11 +118,11 @@ func (g *Gate) deferJob(ctx context.Context, p *policies.Policy, token string, j
 		return d
 	case errors.Is(err, queue.ErrStorageFull):
 		g.counts.unavailable.Add(1)
-		g.log.Warn("deferral failed: jetstream storage full", "err", err)
+		g.failed.logAs(g.log, "deferral failed: jetstream storage full", err, now) // once a second, as admissions'
 		return storageFull(err)
 	default:
 		g.counts.unavailable.Add(1)
-		g.log.Warn("deferral failed", "err", err)
+		g.failed.logAs(g.log, "deferral failed", err, now)
 		return unavailable("queue backend", err)
 	}
 	if rec.Duplicate {

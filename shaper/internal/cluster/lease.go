@@ -53,12 +53,26 @@ func (c *Cluster) holdLease(ctx context.Context, name string, attrs []any, eager
 	var (
 		holding bool
 		until   time.Time
+		failing error // what the renewals started failing with, while they fail
+		lapsed  bool  // the holding's end passed while they failed: said once
 	)
 	report := func(a leaseAction) {
 		c.logLease(attrs, a, m)
+		switch a.event {
+		case evFailing:
+			failing, lapsed = a.err, false
+		case evRecovered, evTaken, evLost:
+			failing = nil
+		}
 		if m.held() != holding || !m.Deadline().Equal(until) {
 			holding, until = m.held(), m.Deadline()
 			held(holding, until)
+		}
+		if failing != nil && holding && !lapsed && clock.Now().After(until) {
+			// The drain stops here, while the lease is still this
+			// shaper's: say so, or the last word is "still holding it".
+			lapsed = true
+			c.log.Warn("drain lease: not renewed by its end: delivering nothing until a renewal is stored", append(attrs, "since", until.Format(time.RFC3339Nano), "err", failing)...)
 		}
 	}
 	a := m.tick(clock.Now())

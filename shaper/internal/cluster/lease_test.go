@@ -250,6 +250,13 @@ func TestHoldLeaseThroughOutage(t *testing.T) {
 	if n := strings.Count(a.log.String(), "renewal failing"); n != 1 {
 		t.Errorf("%d lines saying renewals fail, want 1:\n%s", n, a.log.String())
 	}
+	// Its end passed: the drain stopped, and the log says so, once.
+	const lapsed = "drain lease: not renewed by its end: delivering nothing until a renewal is stored"
+	a.wait("saying its holding ended", 5*ttl, func([]told) bool { return strings.Contains(a.log.String(), lapsed) })
+	time.Sleep(ttl / 2) // more failed renewals
+	if n := strings.Count(a.log.String(), lapsed); n != 1 {
+		t.Errorf("%d lines saying the holding ended, want 1:\n%s", n, a.log.String())
+	}
 	s = start()
 	defer s.Shutdown()
 	restarted := time.Now()
