@@ -109,8 +109,21 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 				p.Name, strings.Join(p.FileDiffersOn, ", "))
 		}
 	}
+	// The figures come from memory: a shaper cut off from JetStream
+	// answers them still, and says below why it accepts no job.
+	var notReady *client.Error
+	if err := api.Ready(c.Context); !errors.As(err, &notReady) {
+		notReady = nil
+	}
+	// A drain that stores nothing delivers nothing, consumer or not.
+	stopped := notReady != nil && strings.HasPrefix(notReady.Problem.Detail, "JetStream stores nothing")
 	for _, p := range all {
-		if p.WaitingForConsumer != nil {
+		switch {
+		case p.WaitingForConsumer == nil:
+		case stopped:
+			fmt.Fprintf(w, "waiting for a consumer: %s since %s, and its drain delivers nothing until JetStream stores its lease renewals again (see not ready below): a consumer subscribing now gets nothing yet\n",
+				p.Name, p.WaitingForConsumer.Local().Format("15:04:05"))
+		default:
 			fmt.Fprintf(w, "waiting for a consumer: %s since %s (nobody answers its deliveries on %s.>; its jobs stay queued until one subscribes, e.g. producer sink --subject '%s.>', with --nats-url set to the shaper's NATS server (its \"shaper serving\" log line names it) unless that is nats://127.0.0.1:4222)\n",
 				p.Name, p.WaitingForConsumer.Local().Format("15:04:05"), p.Deliver.Subject, p.Deliver.Subject)
 		}
@@ -134,10 +147,7 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 				r.Name, r.Queued, r.Deferred, r.At.Local().Format("15:04:05"))
 		}
 	}
-	// The figures come from memory: a shaper cut off from JetStream
-	// answers them still, and says here why it accepts no job.
-	var notReady *client.Error
-	if err := api.Ready(c.Context); errors.As(err, &notReady) {
+	if notReady != nil {
 		fmt.Fprintf(w, "not ready: %s\n", notReady.Problem.Detail)
 	}
 	return nil
