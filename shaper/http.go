@@ -55,7 +55,7 @@ func (s *Shaper) Handler() http.Handler {
 	if s.cfg.SubmitToken != "" {
 		jobStatus = httpapi.AnyBearer("job status", s.cfg.SubmitToken, s.cfg.AdminToken)
 	}
-	mux.HandleFunc("GET /v1/jobs/{id}", jobStatus(s.jobs.Handler(s.policies.queueOf, s.policies.waiting, s.policies.nextTry)))
+	mux.HandleFunc("GET /v1/jobs/{id}", jobStatus(s.jobs.Handler(s.policies.jobDrain())))
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("POST /v1/reload", admin(s.handleReload))
 	debugRoutes(mux, admin)

@@ -26,7 +26,7 @@ func (s *Shaper) answerJobs(nc *nats.Conn) error {
 		id := strings.TrimPrefix(m.Subject, root)
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 		defer cancel()
-		rec, err := s.jobs.Answer(ctx, id, s.policies.queueOf, s.policies.waiting, s.policies.nextTry)
+		rec, err := s.jobs.Answer(ctx, id, s.policies.jobDrain())
 		var b []byte
 		switch {
 		case err == nil:

@@ -18,6 +18,7 @@ import (
 	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/client"
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
+	"github.com/shaper-dev/shaper/shaper/internal/jobs"
 )
 
 // table is the policies a Shaper serves and the pipeline of each. The set
@@ -192,6 +193,28 @@ func (t *table) nextTry(policy, key, id string) (time.Time, bool) {
 	now := time.Now()
 	in, ok := line.answers.NextTry(token, seq, now)
 	return now.Add(in), ok
+}
+
+// delivering says whether the queued job id of key of policy is being
+// delivered (jobs.Delivering), by the drainer of the key's partition
+// (answers.View.Delivering).
+func (t *table) delivering(policy, key, id string) (time.Time, int, bool) {
+	line, token, ok := t.keyLine(policy, key)
+	if !ok {
+		return time.Time{}, 0, false
+	}
+	seq, ok := line.queue.SeqOf(id)
+	if !ok {
+		return time.Time{}, 0, false
+	}
+	now := time.Now()
+	took, attempt, ok := line.answers.Delivering(token, seq, now)
+	return now.Add(-took), attempt, ok
+}
+
+// jobDrain is what job status reads of the queues and asks the drainers.
+func (t *table) jobDrain() jobs.Drain {
+	return jobs.Drain{Find: t.queueOf, Waiting: t.waiting, NextTry: t.nextTry, Delivering: t.delivering}
 }
 
 // keyLine returns the line of policy and the token of key, false for a

@@ -167,8 +167,18 @@ type Job struct {
 	Deferrals int `json:"deferrals,omitempty"`
 	// Attempts counts the delivery attempts made.
 	Attempts int `json:"delivery_attempts,omitempty"`
+	// Pauses counts, of the attempts, those the downstream answered by
+	// asking for a pause; Paused says the last one did: the key waits
+	// until NextTry.
+	Pauses int  `json:"pauses,omitempty"`
+	Paused bool `json:"paused,omitempty"`
 	// NextTry is when a deferred or failing job is tried again.
 	NextTry time.Time `json:"next_try,omitzero"`
+	// DeliveringSince, of a queued job, is when its delivery started: it
+	// awaits the consumer's answer, attempt DeliveringAttempt (0 when not
+	// known: a key whose deliveries fly apart, concurrency.key above 1).
+	DeliveringSince   time.Time `json:"delivering_since,omitzero"`
+	DeliveringAttempt int       `json:"delivering_attempt,omitempty"`
 	// Reason is why a dead (or replayed) job died: attempts, deadline,
 	// delivery or undecodable; of a queued job, why its jobs wait beyond
 	// their turn (waiting for a consumer since …); of a deferred job past

@@ -98,19 +98,22 @@ func Subject(policy string, n int) string { return "_shaper.answers." + policy +
 
 // question is what a View asks the holder of a partition.
 type question struct {
-	Op    string        `json:"op"` // "key", "start", "stored" or "retry"
+	Op    string        `json:"op"` // "key", "start", "stored", "retry" or "flight"
 	Token string        `json:"token"`
 	N     int64         `json:"n,omitempty"`    // start: the n-th fresh job
-	Seq   uint64        `json:"seq,omitempty"`  // stored, retry: the job's sequence
+	Seq   uint64        `json:"seq,omitempty"`  // stored, retry, flight: the job's sequence
 	Wait  time.Duration `json:"wait,omitempty"` // stored: how long to wait for the watch to report it
 }
 
 // reply is the holder's answer.
 type reply struct {
 	Status drain.KeyStatus `json:"status"`
-	In     time.Duration   `json:"in"` // start, stored, retry: from the holder's now
-	// Held, for retry: the holder holds the job waiting for a retry.
+	In     time.Duration   `json:"in"` // start, stored, retry: from the holder's now; flight: since
+	// Held, for retry: the holder holds the job waiting for a retry; for
+	// flight: it is delivering it.
 	Held bool `json:"held,omitempty"`
+	// Attempt, for flight: the delivery's attempt (0: not known).
+	Attempt int `json:"attempt,omitempty"`
 	// Waiting, for key and stored: since when the holder's deliveries of the policy
 	// have found no consumer (Config.Waiting); absent when the last was
 	// taken, and from a shaper that does not say.
@@ -223,6 +226,11 @@ func (v *View) answer(d *drain.Drainer, m *nats.Msg) {
 		r.Waiting = v.waiting()
 	case "retry":
 		r.In, r.Held = d.NextTry(q.Token, q.Seq, now)
+	case "flight":
+		var since time.Time
+		if since, r.Attempt, r.Held = d.Delivering(q.Token, q.Seq); r.Held {
+			r.In = max(now.Sub(since), 0)
+		}
 	default:
 		return
 	}
@@ -358,6 +366,20 @@ func (v *View) NextTry(token string, seq uint64, now time.Time) (time.Duration, 
 		return r.In, r.Held
 	}
 	return v.g.NextTry(token, seq, now)
+}
+
+// Delivering reports whether the job at seq of the key with token token
+// is being delivered (drain.Drainer.Delivering), by its partition's
+// drainer: for how long (as of now) and its attempt (0: not known).
+func (v *View) Delivering(token string, seq uint64, now time.Time) (took time.Duration, attempt int, ok bool) {
+	if r, ok := v.ask(question{Op: "flight", Token: token, Seq: seq}); ok {
+		return r.In, r.Attempt, r.Held
+	}
+	since, attempt, ok := v.g.Delivering(token, seq)
+	if !ok {
+		return 0, 0, false
+	}
+	return max(now.Sub(since), 0), attempt, true
 }
 
 // Leaving reports whether this shaper still answers for a partition it

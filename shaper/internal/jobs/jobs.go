@@ -85,11 +85,16 @@ type Record struct {
 	// Pauses counts, of the attempts, those the downstream answered by
 	// asking for a pause (not counted toward retry.attempts); Paused says
 	// the last one did: the key waits until NextTry.
-	Pauses    int       `json:"pauses,omitempty"`
-	Paused    bool      `json:"paused,omitempty"`
-	NextTry   time.Time `json:"next_try,omitzero"`
-	Reason    string    `json:"reason,omitempty"`
-	LastError string    `json:"last_error,omitempty"`
+	Pauses  int       `json:"pauses,omitempty"`
+	Paused  bool      `json:"paused,omitempty"`
+	NextTry time.Time `json:"next_try,omitzero"`
+	// DeliveringSince, of a queued job, is when its delivery started: it
+	// awaits the consumer's answer (or the webhook's), attempt
+	// DeliveringAttempt (0: not known). Never stored: asked of the drain.
+	DeliveringSince   time.Time `json:"delivering_since,omitzero"`
+	DeliveringAttempt int       `json:"delivering_attempt,omitempty"`
+	Reason            string    `json:"reason,omitempty"`
+	LastError         string    `json:"last_error,omitempty"`
 	// ReplayedAs is the id of the new job a replayed dead letter became.
 	ReplayedAs string `json:"replayed_as,omitempty"`
 	// DuplicateOf is the id of the job a Duplicate is.

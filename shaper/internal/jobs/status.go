@@ -24,6 +24,19 @@ type Waiting func(policy, key string) string
 // it holds no such job waiting (it is being attempted now).
 type NextTry func(policy, key, id string) (time.Time, bool)
 
+// Delivering says whether the queued job id of key of policy is being
+// delivered now, by the shaper that delivers the key: since when, and its
+// attempt (0: not known).
+type Delivering func(policy, key, id string) (since time.Time, attempt int, ok bool)
+
+// Drain is what job status reads of the queues and asks of the drain.
+type Drain struct {
+	Find       Finder
+	Waiting    Waiting
+	NextTry    NextTry
+	Delivering Delivering
+}
+
 // stillFull is the reason of a deferred job past its next try while its
 // key's jobs wait for no consumer.
 const stillFull = "the key's queue was still full at next_try: it is re-admitted as soon as the key has room"
@@ -42,10 +55,10 @@ func PastNextTry(rec *Record, now time.Time, waiting Waiting) string {
 // the drain's schedule when asked (nextTry), since the time planned at
 // its failure moves with the key's slots and the retries due before it;
 // while it is being attempted, its record's stays.
-func (s *Store) Handler(find Finder, waiting Waiting, nextTry NextTry) http.HandlerFunc {
+func (s *Store) Handler(d Drain) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		rec, err := s.Answer(r.Context(), id, find, waiting, nextTry)
+		rec, err := s.Answer(r.Context(), id, d)
 		switch {
 		case err == nil:
 			httpapi.WriteJSON(w, http.StatusOK, rec)
@@ -60,22 +73,27 @@ func (s *Store) Handler(find Finder, waiting Waiting, nextTry NextTry) http.Hand
 // Answer is what GET /v1/jobs/{id} (and its NATS subject) answers of job
 // id: its Status, with a failed job's next try read from the drain's
 // schedule and why a job waits beyond its turn.
-func (s *Store) Answer(ctx context.Context, id string, find Finder, waiting Waiting, nextTry NextTry) (*Record, error) {
-	rec, err := s.Status(ctx, id, find)
+func (s *Store) Answer(ctx context.Context, id string, d Drain) (*Record, error) {
+	rec, err := s.Status(ctx, id, d.Find)
 	if err != nil {
 		return nil, err
 	}
 	if rec.Status == Queued && !rec.NextTry.IsZero() {
-		if at, ok := nextTry(rec.Policy, rec.Key, id); ok {
+		if at, ok := d.NextTry(rec.Policy, rec.Key, id); ok {
 			rec.NextTry = at
 		}
 	}
-	if rec.Reason == "" {
+	if rec.Status == Queued && d.Delivering != nil {
+		if since, attempt, ok := d.Delivering(rec.Policy, rec.Key, id); ok {
+			rec.DeliveringSince, rec.DeliveringAttempt = since.UTC(), attempt
+		}
+	}
+	if rec.Reason == "" && rec.DeliveringSince.IsZero() {
 		switch rec.Status {
 		case Queued:
-			rec.Reason = waiting(rec.Policy, rec.Key)
+			rec.Reason = d.Waiting(rec.Policy, rec.Key)
 		case Deferred:
-			rec.Reason = PastNextTry(rec, time.Now(), waiting)
+			rec.Reason = PastNextTry(rec, time.Now(), d.Waiting)
 		}
 	}
 	return rec, nil
