@@ -285,30 +285,37 @@ type Receipt struct {
 // subject's token, the policy its stream, and the enqueue time the stream's
 // timestamp unless EnqueuedAt is set; Msg fills them in when the job is read.
 func (q *Queue) Admit(ctx context.Context, job Job) (Receipt, error) {
-	m, err := q.message(job)
+	m, size, err := q.message(job)
 	if err != nil {
 		return Receipt{}, err
 	}
 	seq, dup, err := q.publish(ctx, m)
+	q.cfg.Reserve.done(size, err == nil && !dup || MaybeStored(err))
 	if err != nil {
 		return Receipt{}, classify("queue: admit", err)
 	}
 	return q.receipt(job.ID, seq, dup), nil
 }
 
-// message checks job and returns the message that stores it (Layout.Message).
-func (q *Queue) message(job Job) (*nats.Msg, error) {
+// message checks job and returns the message that stores it
+// (Layout.Message), and its size as the Reserve took it (Reserve.done
+// gives it back once its store is answered).
+func (q *Queue) message(job Job) (*nats.Msg, int64, error) {
 	m, err := q.layout.Message(job)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if nc := q.js.Conn(); nc.Status() != nats.CONNECTED {
-		return nil, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
+		return nil, 0, fmt.Errorf("queue: admit: %w: nats connection %s", ErrUnavailable, nc.Status())
 	}
-	if err := q.cfg.Reserve.take(storedSize(m)); err != nil {
-		return nil, err
+	if q.cfg.Reserve == nil {
+		return m, 0, nil
 	}
-	return m, nil
+	size := storedSize(m)
+	if err := q.cfg.Reserve.take(size); err != nil {
+		return nil, 0, err
+	}
+	return m, size, nil
 }
 
 func (q *Queue) receipt(id string, seq uint64, dup bool) Receipt {
@@ -320,10 +327,11 @@ func (q *Queue) receipt(id string, seq uint64, dup bool) Receipt {
 
 // Pending is a job AdmitAsync sent to JetStream.
 type Pending struct {
-	q   *Queue
-	id  string
-	f   jetstream.PubAckFuture
-	err error
+	q    *Queue
+	id   string
+	size int64 // as the Reserve took it
+	f    jetstream.PubAckFuture
+	err  error
 }
 
 // AdmitAsync is Admit without waiting for JetStream's answer: jobs sent one
@@ -336,14 +344,17 @@ type Pending struct {
 // ErrUnavailable at once.
 func (q *Queue) AdmitAsync(job Job) *Pending {
 	p := &Pending{q: q, id: job.ID}
-	m, err := q.message(job)
+	m, size, err := q.message(job)
 	if err != nil {
 		p.err = err
 		return p
 	}
 	if p.f, err = q.js.PublishMsgAsync(m); err != nil {
+		q.cfg.Reserve.done(size, false)
 		p.err = classify("queue: admit", err)
+		return p
 	}
+	p.size = size
 	return p
 }
 
@@ -353,10 +364,14 @@ func (p *Pending) Wait() (Receipt, error) {
 	if p.err != nil {
 		return Receipt{}, p.err
 	}
+	size := p.size
+	p.size = 0 // given back once
 	select {
 	case ack := <-p.f.Ok():
+		p.q.cfg.Reserve.done(size, !ack.Duplicate)
 		return p.q.receipt(p.id, ack.Sequence, ack.Duplicate), nil
 	case err := <-p.f.Err():
+		p.q.cfg.Reserve.done(size, MaybeStored(err))
 		return Receipt{}, classify("queue: admit", err)
 	}
 }

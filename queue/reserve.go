@@ -20,16 +20,22 @@ import (
 // store is within ReserveFor(limit) of its limit, so that jobs alone never
 // fill it.
 //
-// The store's use and limit come from a sample (Run, every ReserveEvery),
-// to which Admit adds what it stores until the next one. Jobs stored
-// meanwhile by other shapers, or by producers of the direct lane, are
-// counted at the next sample: the reserve covers them. Without a known
-// limit (an external server whose account has none: its own limit is not
-// visible to clients), nothing is refused. The zero value and a nil
-// *Reserve refuse nothing; a Reserve is safe for concurrent use.
+// The store's use and limit come from a sample (Run, every ReserveEvery).
+// To it Admit adds, until the next sample, the jobs it stored since that
+// sample was asked for, and every job it is storing: taken, its store not
+// answered yet, so that jobs stored at once (a burst of large ones) count
+// each other. Jobs stored meanwhile by other shapers, or by producers of
+// the direct lane, are counted at the next sample: the reserve covers
+// them. Without a known limit (an external server whose account has none:
+// its own limit is not visible to clients), nothing is refused. The zero
+// value and a nil *Reserve refuse nothing; a Reserve is safe for
+// concurrent use.
 type Reserve struct {
-	used  atomic.Int64 // at the last sample, plus what Admit stored since
-	limit atomic.Int64 // the store's limit; 0: unknown
+	base    atomic.Int64 // the store's use at the last sample
+	mark    atomic.Int64 // stored when that sample was asked for
+	stored  atomic.Int64 // bytes of jobs Admit stored, ever
+	pending atomic.Int64 // bytes of jobs taken, their store not answered yet
+	limit   atomic.Int64 // the store's limit; 0: unknown
 }
 
 // ReserveEvery is how often Run samples the store's use.
@@ -42,10 +48,19 @@ func ReserveFor(limit int64) int64 {
 	return min(max(limit/32, 256<<10), 256<<20, limit/2)
 }
 
-// Sample sets what the store uses and its limit (0 or less: unknown).
+// Sample sets what the store uses now and its limit (0 or less: unknown).
 func (r *Reserve) Sample(used, limit int64) {
-	r.used.Store(used)
+	r.sampled(r.stored.Load(), used, limit)
+}
+
+// sampled sets a sample asked for when stored was mark. The base is set
+// before the mark, and Room reads the mark first: a reader between the
+// two sees the new base with the old mark, which counts the jobs stored
+// in between twice, never none.
+func (r *Reserve) sampled(mark, used, limit int64) {
 	r.limit.Store(max(limit, 0))
+	r.base.Store(used)
+	r.mark.Store(mark)
 }
 
 // Run samples the store with sample every ReserveEvery until ctx ends. A
@@ -55,10 +70,11 @@ func (r *Reserve) Run(ctx context.Context, sample func(context.Context) (used, l
 	defer t.Stop()
 	for {
 		sctx, cancel := context.WithTimeout(ctx, ReserveEvery)
+		mark := r.stored.Load()
 		used, limit, err := sample(sctx)
 		cancel()
 		if err == nil {
-			r.Sample(used, limit)
+			r.sampled(mark, used, limit)
 		}
 		select {
 		case <-ctx.Done():
@@ -69,36 +85,58 @@ func (r *Reserve) Run(ctx context.Context, sample func(context.Context) (used, l
 }
 
 // Room returns what the store uses (as last sampled, plus what was stored
-// since), its limit, and whether the limit is known.
+// since and what is being stored), its limit, and whether the limit is
+// known.
 func (r *Reserve) Room() (used, limit int64, known bool) {
 	if r == nil {
 		return 0, 0, false
 	}
 	limit = r.limit.Load()
-	return r.used.Load(), limit, limit > 0
+	return r.use(), limit, limit > 0
+}
+
+// use is what the store uses, as far as r knows.
+func (r *Reserve) use() int64 {
+	mark := r.mark.Load()
+	return r.base.Load() + r.stored.Load() - mark + r.pending.Load()
 }
 
 // ErrReserve is the cause of a job refused by a Reserve (wrapped with
 // ErrStorageFull).
-var ErrReserve = errors.New("the store is within the room kept for the shapers' own records")
+var ErrReserve = errors.New("the store is within the room kept from jobs")
 
 // take counts a message of n bytes about to be stored, or refuses it when
-// it would enter the reserve.
+// it would enter the reserve. A job taken is given back with done once
+// its store is answered.
 func (r *Reserve) take(n int64) error {
 	if r == nil {
 		return nil
 	}
+	r.pending.Add(n) // counted whatever the limit: done gives it back
 	limit := r.limit.Load()
 	if limit <= 0 {
 		return nil
 	}
 	keep := ReserveFor(limit)
-	if used := r.used.Add(n); used > limit-keep {
-		r.used.Add(-n)
-		return &opError{"queue: admit", ErrStorageFull, fmt.Errorf("%w: JetStream's store holds %s of %s, and its last %s are kept for the drain leases, the membership and the job records",
+	if used := r.use(); used > limit-keep {
+		r.pending.Add(-n)
+		return &opError{"queue: admit", ErrStorageFull, fmt.Errorf("%w: JetStream's store holds %s of %s (with the jobs being stored), and its last %s are kept for the shapers' own writes (lease renewals, membership, job records)",
 			ErrReserve, FormatBytes(used-n), FormatBytes(limit), FormatBytes(keep))}
 	}
 	return nil
+}
+
+// done gives back a job of n bytes that take counted, once its store was
+// answered: stored says it was (or may have been), and it then counts as
+// stored until the next sample.
+func (r *Reserve) done(n int64, stored bool) {
+	if r == nil || n == 0 {
+		return
+	}
+	if stored {
+		r.stored.Add(n) // first: the job is never uncounted
+	}
+	r.pending.Add(-n)
 }
 
 // storedSize is about what a file store takes for m: its record's header

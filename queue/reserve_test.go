@@ -22,9 +22,10 @@ func TestReserveFor(t *testing.T) {
 	}
 }
 
-// A Reserve takes what is stored until the next sample, refuses a job
-// that would enter the room it keeps (storage full, saying why), and
-// refuses nothing while it knows no limit.
+// A Reserve counts the jobs being stored and those stored since its
+// sample was asked for, refuses a job that would enter the room it keeps
+// (storage full, saying why), and refuses nothing while it knows no
+// limit.
 func TestReserveTake(t *testing.T) {
 	var nothing *Reserve
 	if err := nothing.take(1 << 30); err != nil {
@@ -34,26 +35,37 @@ func TestReserveTake(t *testing.T) {
 	if err := r.take(1 << 40); err != nil {
 		t.Fatalf("Reserve without a sample refused: %v", err)
 	}
+	r.done(1<<40, false)
 	r.Sample(0, 64<<20) // keeps 2 MiB
 	if err := r.take(60 << 20); err != nil {
 		t.Fatalf("60 of 64 MiB refused: %v", err)
 	}
+	// Being stored, the first job counts: jobs stored at once count each other.
 	if err := r.take(2 << 20); err != nil {
 		t.Fatalf("62 of 64 MiB (up to the reserve) refused: %v", err)
 	}
 	err := r.take(1)
 	if !errors.Is(err, ErrStorageFull) || !errors.Is(err, ErrReserve) {
-		t.Fatalf("a byte into the reserve: %v, want ErrStorageFull and ErrReserve", err)
+		t.Fatalf("a byte into the reserve while 62 MiB are being stored: %v, want ErrStorageFull and ErrReserve", err)
 	}
-	if s := err.Error(); !strings.Contains(s, "holds 62.0 MiB of 64.0 MiB, and its last 2.0 MiB are kept") {
+	if s := err.Error(); !strings.Contains(s, "holds 62.0 MiB of 64.0 MiB (with the jobs being stored), and its last 2.0 MiB are kept") {
 		t.Errorf("refusal %q, want what the store holds and keeps", s)
 	}
-	if used, limit, known := r.Room(); used != 62<<20 || limit != 64<<20 || !known {
-		t.Errorf("Room() = %d, %d, %v after a refusal, want the refused job not counted", used, limit, known)
+	r.done(60<<20, true) // stored: counted until the next sample
+	r.done(2<<20, false) // refused by JetStream: not stored
+	if used, limit, known := r.Room(); used != 60<<20 || limit != 64<<20 || !known {
+		t.Errorf("Room() = %d, %d, %v, want 60 MiB stored since the sample, of 64", used, limit, known)
 	}
-	r.Sample(10<<20, 64<<20) // the drain freed room
+	// A sample asked for before a job was stored, answered after: the
+	// job counts, whether or not the sample saw it.
+	mark := r.stored.Load()
 	if err := r.take(1 << 20); err != nil {
-		t.Errorf("after a sample with room: %v", err)
+		t.Fatal(err)
+	}
+	r.done(1<<20, true)
+	r.sampled(mark, 10<<20, 64<<20) // the drain freed room; the sample may not hold the job
+	if used, _, _ := r.Room(); used != 11<<20 {
+		t.Errorf("after a sample asked for before a store: use %d, want 11 MiB", used)
 	}
 	r.Sample(63<<20, -1) // the limit went away (unknown)
 	if err := r.take(1 << 20); err != nil {

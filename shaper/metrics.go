@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/shaper-dev/shaper/queue"
 	"github.com/shaper-dev/shaper/shaper/internal/jobtrace"
 )
 
@@ -178,6 +179,15 @@ func (m *metrics) observe(s *Shaper) error {
 	dropped, err := m.meter.Int64ObservableCounter("shaper.nats_ingress.dropped", metric.WithDescription("NATS submissions dropped unanswered because the backlog was full (the producer's request times out)."))
 	errs = append(errs, err)
 	insts = append(insts, dropped)
+	storageGauge := func(name, desc string) metric.Int64ObservableGauge {
+		g, err := m.meter.Int64ObservableGauge(name, metric.WithDescription(desc), metric.WithUnit("By"))
+		errs = append(errs, err)
+		insts = append(insts, g)
+		return g
+	}
+	storeUsed := storageGauge("shaper.jetstream.storage.used", "What JetStream's store holds, as this shaper counts it: read every 250 ms, with its own jobs stored and being stored since.")
+	storeLimit := storageGauge("shaper.jetstream.storage.limit", "JetStream's store limit the shaper refuses jobs by (the embedded --max-store, or the account's limit); absent when no limit is visible.")
+	storeKept := storageGauge("shaper.jetstream.storage.kept", "The last part of the store limit kept for the shapers' own writes: jobs are refused (503) once used reaches limit - kept.")
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -188,6 +198,13 @@ func (m *metrics) observe(s *Shaper) error {
 				o.ObserveFloat64(figures[i], g.value(p), opt)
 			}
 			observeAdapting(o, adaptRate, p)
+		}
+		if used, limit, known := s.reserve.Room(); known {
+			o.ObserveInt64(storeUsed, used)
+			o.ObserveInt64(storeLimit, limit)
+			o.ObserveInt64(storeKept, queue.ReserveFor(limit))
+		} else if used > 0 {
+			o.ObserveInt64(storeUsed, used)
 		}
 		if in, ok := s.ingress.NATSStats(); ok {
 			o.ObserveInt64(pending, in.Pending)

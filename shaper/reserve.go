@@ -20,14 +20,23 @@ func (s *Shaper) keepReserve(ctx, runCtx context.Context) {
 	case limit > 0:
 		s.reserve.Sample(used, limit)
 		keep := queue.ReserveFor(limit)
-		attrs := []any{"used", queue.FormatBytes(used), "limit", queue.FormatBytes(limit), "kept", queue.FormatBytes(keep)}
+		source := "the account's JetStream limit"
+		switch {
+		case s.srv != nil && s.cfg.MaxStore > 0:
+			source = "--max-store"
+		case s.srv != nil:
+			source = "3/4 of the disk free at start; --max-store sets it"
+		}
+		attrs := []any{"used", queue.FormatBytes(used), "limit", queue.FormatBytes(limit), "limit_from", source, "kept", queue.FormatBytes(keep)}
 		if free, ok := diskFree(s.cfg.DataDir); ok && s.srv != nil && limit > used+free {
 			s.log.Warn("jetstream storage: its limit is more than the disk has free: the disk fills first, and a full disk fails writes without an answer; lower --max-store", append(attrs, "disk_free", queue.FormatBytes(free))...)
 		}
+		msg := fmt.Sprintf("jetstream storage: up to %s, of which the last %s is kept for the shapers' own writes (lease renewals, membership, job records): jobs are refused (503) past %s",
+			queue.FormatBytes(limit), queue.FormatBytes(keep), queue.FormatBytes(limit-keep))
 		if used >= limit-keep {
-			s.log.Warn("jetstream storage: full already: jobs are refused (503, storage full) until the drain frees room; past its limit, even the drain's own writes are refused", attrs...)
+			s.log.Warn(msg+"; it holds that already: jobs are refused until the drain frees room", attrs...)
 		} else {
-			s.log.Info("jetstream storage: jobs are refused (503, storage full) once it holds all but the room kept for the drain leases, the membership and the job records", attrs...)
+			s.log.Info(msg, attrs...)
 		}
 	default:
 		s.log.Warn("jetstream storage: the account has no storage limit a client can see, so none is kept for the drain: give the account a JetStream limit (max_file) below the server's max_file_store, or jobs that fill the server's storage stop the drain's lease renewals too")

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,24 +160,57 @@ func fullStoreKeepsItsDrain(t *testing.T, cfg shaper.Config) {
 	cfg.LeaseTTL = ttl
 	cfg.Policies = testenv.Policies(t, "policies:\n  - {name: p, outflow: 1000/s, queue: 1000}\n")
 	r := wrap(t, testenv.Shaper(t, cfg))
+	// 16 producers at once, so that jobs being stored count each other:
+	// 16 of 64 KiB are 4 times the room kept.
 	payload := bytes.Repeat([]byte("x"), 64<<10)
-	accepted := 0
-	for i := 0; ; i++ {
-		a := r.post(t, "p", "k"+strconv.Itoa(i%10), payload)
-		if a.code == http.StatusServiceUnavailable {
-			d, _ := a.body["detail"].(string)
-			if !strings.Contains(d, "kept for the drain leases") {
-				t.Errorf("503 of a store at its reserve: detail %q, want it to say what the room is kept for", d)
+	var (
+		n      atomic.Int64
+		detail atomic.Value
+		wg     sync.WaitGroup
+	)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; i < 100; i++ {
+				resp, err := http.Post(r.base+"/v1/jobs/p/k"+strconv.Itoa(w), "application/octet-stream", bytes.NewReader(payload))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusAccepted:
+					n.Add(1)
+				case http.StatusServiceUnavailable:
+					detail.Store(string(body))
+					return
+				default:
+					t.Errorf("a job of 64 KiB into a 4 MiB store: %d %s, want 202 until the store is full, then 503", resp.StatusCode, body)
+					return
+				}
 			}
-			break
-		}
-		if a.code != http.StatusAccepted || i > 200 {
-			t.Fatalf("job %d of 64 KiB into a 4 MiB store: %d %v, want 202 until the store is full, then 503", i, a.code, a.body)
-		}
-		accepted++
+		})
 	}
+	wg.Wait()
+	if d, _ := detail.Load().(string); !strings.Contains(d, "kept for the shapers' own writes") {
+		t.Errorf("503 of a store at its reserve: %q, want it to say what the room is kept for", d)
+	}
+	accepted := int(n.Load())
 	if accepted < 40 {
 		t.Fatalf("%d jobs of 64 KiB accepted into a 4 MiB store, want most of it used", accepted)
+	}
+	// /metrics shows how full the store is, before the 503s tell.
+	gauge := func(name string) float64 {
+		f := scrape(t, r.base)[name]
+		if f == nil || len(f.Metric) != 1 {
+			t.Errorf("/metrics has no %s", name)
+			return 0
+		}
+		return f.Metric[0].GetGauge().GetValue()
+	}
+	limit, kept, used := gauge("shaper_jetstream_storage_limit_bytes"), gauge("shaper_jetstream_storage_kept_bytes"), gauge("shaper_jetstream_storage_used_bytes")
+	if limit != 4<<20 || kept != 256<<10 || used < limit-kept-128<<10 || used > limit-kept {
+		t.Errorf("/metrics of a store at its reserve: used %v, limit %v, kept %v; want 4 MiB, 256 KiB, and used within 2 jobs below limit - kept", used, limit, kept)
 	}
 	time.Sleep(3 * ttl) // no consumer: every lease renewal must still be stored
 	got := testenv.Consume(t, r.NATSURL(), "shaper.out.p.>")
