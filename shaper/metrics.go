@@ -167,12 +167,13 @@ func (m *metrics) observe(s *Shaper) error {
 	adaptRate, err := m.meter.Float64ObservableGauge("shaper.adapt.rate", metric.WithDescription(adaptRateDesc))
 	errs = append(errs, err)
 	insts = append(insts, adaptRate)
-	ingressGauge := func(name, desc string) metric.Int64ObservableGauge {
-		g, err := m.meter.Int64ObservableGauge(name, metric.WithDescription(desc))
+	intGauge := func(name, desc string, opts ...metric.Int64ObservableGaugeOption) metric.Int64ObservableGauge {
+		g, err := m.meter.Int64ObservableGauge(name, append(opts, metric.WithDescription(desc))...)
 		errs = append(errs, err)
 		insts = append(insts, g)
 		return g
 	}
+	ingressGauge := func(name, desc string) metric.Int64ObservableGauge { return intGauge(name, desc) }
 	pending := ingressGauge("shaper.nats_ingress.pending", "NATS submissions sent to JetStream and not yet answered.")
 	blocking := ingressGauge("shaper.nats_ingress.blocking", "NATS submissions running on a goroutine of their own (admission limit, deferral).")
 	backlog := ingressGauge("shaper.nats_ingress.backlog", "NATS submissions received and not yet looked at.")
@@ -180,10 +181,7 @@ func (m *metrics) observe(s *Shaper) error {
 	errs = append(errs, err)
 	insts = append(insts, dropped)
 	storageGauge := func(name, desc string) metric.Int64ObservableGauge {
-		g, err := m.meter.Int64ObservableGauge(name, metric.WithDescription(desc), metric.WithUnit("By"))
-		errs = append(errs, err)
-		insts = append(insts, g)
-		return g
+		return intGauge(name, desc, metric.WithUnit("By"))
 	}
 	storeUsed := storageGauge("shaper.jetstream.storage.used", "What JetStream's store holds, as this shaper counts it: read every 250 ms, with its own jobs stored and being stored since.")
 	storeLimit := storageGauge("shaper.jetstream.storage.limit", "JetStream's store limit the shaper refuses jobs by (the embedded --max-store, or the account's limit); absent when no limit is visible.")
