@@ -66,7 +66,7 @@ func parsePubAck(data []byte) (uint64, bool, error) {
 		if err := json.Unmarshal(data, &r); err != nil || r.Error == nil {
 			return 0, false, fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, data)
 		}
-		return 0, false, fmt.Errorf("nats: %w", r.Error)
+		return 0, false, r.Error // its text says nats: API error: …
 	}
 	_, rest, ok := bytes.Cut(data, []byte(`"seq":`))
 	if !ok {
