@@ -158,17 +158,22 @@ func (p *parser) parseFile(root *yaml.Node) *Set {
 	return set
 }
 
-// overlapping returns the policy of ps whose delivery subject is subject,
-// or one of whose deliveries (<its subject>.<key>) subject's would take,
-// or the other way round.
+// overlapping returns the policy of ps whose delivery subject overlaps
+// subject (subjectsOverlap).
 func overlapping(ps []Policy, subject string) (Policy, bool) {
 	for _, p := range ps {
-		other := p.DeliverSubject()
-		if other == subject || strings.HasPrefix(subject, other+".") || strings.HasPrefix(other, subject+".") {
+		if subjectsOverlap(p.DeliverSubject(), subject) {
 			return p, true
 		}
 	}
 	return Policy{}, false
+}
+
+// subjectsOverlap reports whether a and b, subject prefixes a key is
+// appended to, take each other's messages: one is the other, or one's
+// <prefix>.> holds the other.
+func subjectsOverlap(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(b, a+".")
 }
 
 // policy walks one item of the policies list into its Patch, and resolves

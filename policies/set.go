@@ -117,3 +117,15 @@ func (p Policy) Clone() Policy {
 	}
 	return p
 }
+
+// DeliveringUnder returns a policy of s that delivers over NATS to a
+// subject overlapping subject (one is the other, or under it), such as a
+// subject the shaper takes submissions on: false when none does.
+func (s *Set) DeliveringUnder(subject string) (Policy, bool) {
+	for _, p := range s.list {
+		if p.Deliver.Webhook == "" && subjectsOverlap(p.DeliverSubject(), subject) {
+			return p, true
+		}
+	}
+	return Policy{}, false
+}

@@ -220,7 +220,7 @@ func checkSubject(s string) string {
 		return fmt.Sprintf("%q: empty token (subjects look like a.b.c)", s)
 	}
 	for _, own := range reservedSubjects {
-		if s == own || strings.HasPrefix(s, own+".") || strings.HasPrefix(own, s+".") {
+		if subjectsOverlap(s, own) {
 			return fmt.Sprintf("%q: the shaper's own subjects (%s.>) are not for deliveries: a job delivered there would be taken as a submission, a job or a request to the server; deliver under shaper.out, or a subject of your own", s, own)
 		}
 	}

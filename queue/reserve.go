@@ -63,23 +63,24 @@ func (r *Reserve) sampled(mark, used, limit int64) {
 	r.mark.Store(mark)
 }
 
-// Run samples the store with sample every ReserveEvery until ctx ends. A
+// Run samples the store with sample every ReserveEvery until ctx ends,
+// the first time ReserveEvery from now (a first Sample is the caller's). A
 // sample that fails keeps the last one, and what was stored since counts.
 func (r *Reserve) Run(ctx context.Context, sample func(context.Context) (used, limit int64, err error)) {
 	t := time.NewTicker(ReserveEvery)
 	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		sctx, cancel := context.WithTimeout(ctx, ReserveEvery)
 		mark := r.stored.Load()
 		used, limit, err := sample(sctx)
 		cancel()
 		if err == nil {
 			r.sampled(mark, used, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -227,14 +226,8 @@ func (c Config) withDefaults() (Config, error) {
 // policy file's own check refuses the default roots (shaper.submit…); this
 // one covers a SubmitSubject of the Config's own.
 func deliveryLoop(set *policies.Set, submit string) error {
-	for _, p := range set.Policies() {
-		if p.Deliver.Webhook != "" {
-			continue
-		}
-		s := p.DeliverSubject()
-		if s == submit || strings.HasPrefix(s, submit+".") || strings.HasPrefix(submit, s+".") {
-			return fmt.Errorf("policy %q delivers to %s, under this shaper's NATS submissions (%s.>): its deliveries would be submitted again; deliver to another subject, or give the shaper another submit subject", p.Name, s, submit)
-		}
+	if p, ok := set.DeliveringUnder(submit); ok {
+		return fmt.Errorf("policy %q delivers to %s, under this shaper's NATS submissions (%s.>): its deliveries would be submitted again; deliver to another subject, or give the shaper another submit subject", p.Name, p.DeliverSubject(), submit)
 	}
 	return nil
 }

@@ -92,6 +92,11 @@ func (s *Shaper) storageFull() string {
 	return "storage full: JetStream has refused jobs for want of room since " + since.UTC().Format(time.RFC3339) + " (" + refusal.Error() + ")"
 }
 
+// NotStoring begins /readyz's status when JetStream stores nothing this
+// shaper writes (unanswered): not even the drain's lease renewals, so its
+// drain delivers nothing either.
+const NotStoring = "JetStream stores nothing"
+
 // unanswered says why the Shaper does not accept jobs when its NATS
 // connection is up but JetStream stores nothing (a cluster without a
 // quorum), "" when JetStream answers (cluster.Cluster.Unanswered).
@@ -103,10 +108,10 @@ func (s *Shaper) unanswered() string {
 	if queue.StorageFull(last) {
 		// Not a lost quorum: a full store refuses the renewals of the
 		// drain's lease too, and the drain, which frees room, stops.
-		return "JetStream stores nothing: its storage is full, and no renewal of this shaper's membership or of the drain's lease has been stored since " +
-			since.UTC().Format(time.RFC3339) + " (" + last.Error() + "); give JetStream more storage (max_file_store; for the embedded store a larger --max-store, or disk under --data): the drain resumes once renewals are stored again"
+		return NotStoring + ": its storage is full, and no renewal of this shaper's membership or of the drain's lease has been stored since " +
+			since.UTC().Format(time.RFC3339) + " (" + last.Error() + "); " + moreStorage + ": the drain resumes once renewals are stored again"
 	}
-	return "JetStream stores nothing: no renewal of this shaper's membership stored since " + since.UTC().Format(time.RFC3339) +
+	return NotStoring + ": no renewal of this shaper's membership stored since " + since.UTC().Format(time.RFC3339) +
 		" (" + last.Error() + "; are most of the cluster's JetStream servers up?)"
 }
 

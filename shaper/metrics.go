@@ -173,10 +173,9 @@ func (m *metrics) observe(s *Shaper) error {
 		insts = append(insts, g)
 		return g
 	}
-	ingressGauge := func(name, desc string) metric.Int64ObservableGauge { return intGauge(name, desc) }
-	pending := ingressGauge("shaper.nats_ingress.pending", "NATS submissions sent to JetStream and not yet answered.")
-	blocking := ingressGauge("shaper.nats_ingress.blocking", "NATS submissions running on a goroutine of their own (admission limit, deferral).")
-	backlog := ingressGauge("shaper.nats_ingress.backlog", "NATS submissions received and not yet looked at.")
+	pending := intGauge("shaper.nats_ingress.pending", "NATS submissions sent to JetStream and not yet answered.")
+	blocking := intGauge("shaper.nats_ingress.blocking", "NATS submissions running on a goroutine of their own (admission limit, deferral).")
+	backlog := intGauge("shaper.nats_ingress.backlog", "NATS submissions received and not yet looked at.")
 	dropped, err := m.meter.Int64ObservableCounter("shaper.nats_ingress.dropped", metric.WithDescription("NATS submissions dropped unanswered because the backlog was full (the producer's request times out)."))
 	errs = append(errs, err)
 	insts = append(insts, dropped)

@@ -182,11 +182,7 @@ func (t *table) waiting(policy, key string) string {
 // (jobs.NextTry), by the schedule of the shaper that delivers the key
 // (answers.View.NextTry).
 func (t *table) nextTry(policy, key, id string) (time.Time, bool) {
-	line, token, ok := t.keyLine(policy, key)
-	if !ok {
-		return time.Time{}, false
-	}
-	seq, ok := line.queue.SeqOf(id)
+	line, token, seq, ok := t.jobAt(policy, key, id)
 	if !ok {
 		return time.Time{}, false
 	}
@@ -199,17 +195,23 @@ func (t *table) nextTry(policy, key, id string) (time.Time, bool) {
 // delivered (jobs.Delivering), by the drainer of the key's partition
 // (answers.View.Delivering).
 func (t *table) delivering(policy, key, id string) (time.Time, int, bool) {
+	line, token, seq, ok := t.jobAt(policy, key, id)
+	if !ok {
+		return time.Time{}, 0, false
+	}
+	return line.answers.Delivering(token, seq, time.Now())
+}
+
+// jobAt returns the line of policy, the token of key and the sequence of
+// job id in its queue: false when this shaper does not serve the policy,
+// or id is not a job of its queue (keyLine, queue.Queue.SeqOf).
+func (t *table) jobAt(policy, key, id string) (*served, string, uint64, bool) {
 	line, token, ok := t.keyLine(policy, key)
 	if !ok {
-		return time.Time{}, 0, false
+		return nil, "", 0, false
 	}
 	seq, ok := line.queue.SeqOf(id)
-	if !ok {
-		return time.Time{}, 0, false
-	}
-	now := time.Now()
-	took, attempt, ok := line.answers.Delivering(token, seq, now)
-	return now.Add(-took), attempt, ok
+	return line, token, seq, ok
 }
 
 // jobDrain is what job status reads of the queues and asks the drainers.

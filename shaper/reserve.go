@@ -14,11 +14,13 @@ import (
 // it found: the limit and the room kept, or that no limit is visible.
 func (s *Shaper) keepReserve(ctx, runCtx context.Context) {
 	used, limit, err := s.storeUse(ctx)
+	if err == nil {
+		s.reserve.Sample(used, limit)
+	}
 	switch {
 	case err != nil:
 		s.log.Warn("jetstream storage: its use cannot be read, so none is kept from jobs for the drain until it can (read again every 250 ms)", "err", err)
 	case limit > 0:
-		s.reserve.Sample(used, limit)
 		keep := queue.ReserveFor(limit)
 		source := "the account's JetStream limit"
 		switch {

@@ -79,13 +79,13 @@ func (s *Shaper) retry(ctx context.Context, what string, open func(context.Conte
 		if !transient(err) {
 			return s.refused(err)
 		}
+		attrs := []any{"step", what, "attempt", attempt, "retry_in", wait, "err", err}
 		if queue.StorageFull(err) {
 			// Retried all the same: another shaper's drain may free room.
 			s.starting.at(what + ": " + storageFullHint)
-			s.log.Warn("start-up: failed, retrying", "step", what, "attempt", attempt, "retry_in", wait, "err", err, "hint", storageFullHint)
-		} else {
-			s.log.Warn("start-up: failed, retrying", "step", what, "attempt", attempt, "retry_in", wait, "err", err)
+			attrs = append(attrs, "hint", storageFullHint)
 		}
+		s.log.Warn("start-up: failed, retrying", attrs...)
 		select {
 		case <-ctx.Done():
 			return s.endedStart(ctx, what, attempt, err)
@@ -95,8 +95,12 @@ func (s *Shaper) retry(ctx context.Context, what string, open func(context.Conte
 	}
 }
 
-// storageFullHint says what a step refused for want of storage waits for.
-const storageFullHint = "JetStream's storage is full and refuses every write: give it more storage (max_file_store; for the embedded store a larger --max-store, or more disk under --data)"
+// moreStorage is the remedy of a store too full for the shaper's own
+// writes; storageFullHint says it of a start-up step that waits for it.
+const (
+	moreStorage     = "give JetStream more storage (max_file_store; for the embedded store a larger --max-store, or more disk under --data)"
+	storageFullHint = "JetStream's storage is full and refuses every write: " + moreStorage
+)
 
 // endedStart is the error of a start-up step whose retries ctx ended: the
 // start-up deadline, or Run stopped before it served.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shaper-dev/shaper/internal/cmdline"
 	"github.com/shaper-dev/shaper/policies"
+	"github.com/shaper-dev/shaper/shaper"
 	"github.com/shaper-dev/shaper/shaper/client"
 )
 
@@ -116,7 +117,7 @@ func showStatus(c *cli.Context, api *client.Client, w io.Writer) error {
 		notReady = nil
 	}
 	// A drain that stores nothing delivers nothing, consumer or not.
-	stopped := notReady != nil && strings.HasPrefix(notReady.Problem.Detail, "JetStream stores nothing")
+	stopped := notReady != nil && strings.HasPrefix(notReady.Problem.Detail, shaper.NotStoring)
 	for _, p := range all {
 		switch {
 		case p.WaitingForConsumer == nil:

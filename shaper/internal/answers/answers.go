@@ -370,16 +370,14 @@ func (v *View) NextTry(token string, seq uint64, now time.Time) (time.Duration, 
 
 // Delivering reports whether the job at seq of the key with token token
 // is being delivered (drain.Drainer.Delivering), by its partition's
-// drainer: for how long (as of now) and its attempt (0: not known).
-func (v *View) Delivering(token string, seq uint64, now time.Time) (took time.Duration, attempt int, ok bool) {
+// drainer: since when and its attempt (0: not known). Another shaper's
+// drainer says for how long, as of its now: since is now less that, not a
+// time of another clock.
+func (v *View) Delivering(token string, seq uint64, now time.Time) (since time.Time, attempt int, ok bool) {
 	if r, ok := v.ask(question{Op: "flight", Token: token, Seq: seq}); ok {
-		return r.In, r.Attempt, r.Held
+		return now.Add(-r.In), r.Attempt, r.Held
 	}
-	since, attempt, ok := v.g.Delivering(token, seq)
-	if !ok {
-		return 0, 0, false
-	}
-	return max(now.Sub(since), 0), attempt, true
+	return v.g.Delivering(token, seq)
 }
 
 // Leaving reports whether this shaper still answers for a partition it
