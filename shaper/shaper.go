@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/shaper-dev/shaper/shaper/internal/admission"
 	"github.com/shaper-dev/shaper/shaper/internal/cluster"
 	"github.com/shaper-dev/shaper/shaper/internal/deadletter"
+	"github.com/shaper-dev/shaper/shaper/internal/fastserve"
 	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
 	"github.com/shaper-dev/shaper/shaper/internal/ingress"
 	"github.com/shaper-dev/shaper/shaper/internal/jobs"
@@ -201,12 +201,15 @@ func (s *Shaper) Run(ctx context.Context) error {
 	s.httpAddr.Store(ln.Addr().String())
 	// Serve /healthz and /readyz (starting) at once: the full API comes
 	// when the streams are open, which may take retries.
-	hs := &http.Server{
-		Handler:           s.handler,
+	reqCtx, reqCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer reqCancel()
+	hs := fastserve.New(s.handler, fastserve.Config{
+		Context:           reqCtx,
+		MaxBody:           max(s.cfg.MaxPayload, queue.DefaultMaxPayload) + 1,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute, // a job body that trickles in for longer is cut off
 		IdleTimeout:       2 * time.Minute,
-	}
+	})
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- hs.Serve(ln) }()
 	defer hs.Close()

@@ -1,0 +1,301 @@
+// Package fastserve serves the shaper's http.Handler over fasthttp's
+// HTTP/1.1 server: the same handlers, routes and answers, with the cost of
+// each request's reading and writing cut.
+//
+// net/http spends on a small request more than the shaper's own work on a
+// 429: its header map is cloned and sorted to be written, three read
+// deadlines move a timer, a goroutine waits on every connection in the
+// background, and the request is parsed into maps of its own. fasthttp
+// parses into buffers it reuses. Each request is handed to the handler as
+// an *http.Request built here, synchronously, with every string copied out
+// of fasthttp's buffers (they are reused when the handler returns, and the
+// shaper keeps keys, ids and headers), and its answer is copied back: the
+// handler cannot tell the difference.
+//
+// What net/http gave that this does not: a request's context is not
+// cancelled when its client goes (none of the shaper's handlers waits on
+// one), and there is no Flush or Hijack (none streams).
+package fastserve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/shaper-dev/shaper/shaper/internal/httpapi"
+)
+
+// Config is what Serve needs beside the handler.
+type Config struct {
+	// Context is every request's context: cancelled when the server stops.
+	Context context.Context
+	// MaxBody is the largest request body read; a longer one is handed to
+	// the handler without it, with its declared length, so that the route
+	// answers its own 413.
+	MaxBody int
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout as net/http's.
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+}
+
+// readBuffer bounds a request's line and header (a 10 KB key escaped is
+// 30 KB); it is each open connection's read buffer.
+const readBuffer = 64 << 10
+
+// Server serves an http.Handler over fasthttp.
+type Server struct {
+	srv *fasthttp.Server
+	h   http.Handler
+	cfg Config
+}
+
+// New returns a Server of h.
+func New(h http.Handler, cfg Config) *Server {
+	s := &Server{h: h, cfg: cfg}
+	s.srv = &fasthttp.Server{
+		Handler:                      s.serve,
+		ErrorHandler:                 s.failed,
+		MaxRequestBodySize:           cfg.MaxBody,
+		StreamRequestBody:            true, // a longer or chunked body is read by serve
+		ReadBufferSize:               readBuffer,
+		ReadTimeout:                  cfg.ReadTimeout,
+		IdleTimeout:                  cfg.IdleTimeout,
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		Logger:                       quiet{},
+	}
+	// fasthttp's ReadTimeout bounds a request's line and header, from its
+	// first byte; once the header is in, the body gets the rest of
+	// ReadTimeout.
+	if cfg.ReadHeaderTimeout > 0 && cfg.ReadHeaderTimeout < cfg.ReadTimeout {
+		s.srv.HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{ReadTimeout: cfg.ReadTimeout}
+		}
+		s.srv.ReadTimeout = cfg.ReadHeaderTimeout
+	}
+	return s
+}
+
+// Serve accepts connections on ln until Shutdown or Close.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting and waits for the requests being served.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+// Close stops the server at once.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+// serve hands ctx's request to the handler and writes its answer.
+func (s *Server) serve(ctx *fasthttp.RequestCtx) {
+	var body []byte
+	tooLong := false
+	if ctx.Request.IsBodyStream() {
+		// Chunked, or declared longer than MaxBody: read here, bounded
+		// (PostBody would read it whole).
+		body, tooLong = readAtMost(ctx.RequestBodyStream(), s.cfg.MaxBody)
+	} else {
+		body = ctx.PostBody()
+	}
+	r, err := s.request(ctx, body, tooLong)
+	if err != nil {
+		writeProblem(ctx, http.StatusBadRequest, "bad request: "+err.Error())
+		return
+	}
+	w := &writer{ctx: ctx, h: make(http.Header, 8)}
+	s.h.ServeHTTP(w, r)
+	w.finish()
+	if tooLong {
+		// What the client is still sending is read and dropped, up to a
+		// bound, so that it gets to read the answer rather than a reset
+		// connection (net/http waits for it likewise).
+		io.CopyN(io.Discard, ctx.RequestBodyStream(), drainAtMost)
+		ctx.SetConnectionClose()
+	}
+}
+
+// drainAtMost is how much of a refused body serve reads and drops.
+const drainAtMost = 64 << 20
+
+// readAtMost reads r to its end when it holds at most limit bytes;
+// longer, it stops there and says so.
+func readAtMost(r io.Reader, limit int) ([]byte, bool) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if len(b) > limit {
+		return nil, true
+	}
+	if err != nil {
+		return nil, true
+	}
+	return b, false
+}
+
+// failed answers a request fasthttp could not read, as net/http would:
+// 431 for a request line and header longer than the read buffer, 400 for
+// anything else.
+func (s *Server) failed(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) {
+		writeProblem(ctx, http.StatusRequestHeaderFieldsTooLarge, "request line and header longer than "+strconv.Itoa(readBuffer>>10)+" KiB")
+		return
+	}
+	writeProblem(ctx, http.StatusBadRequest, "bad request")
+}
+
+// request builds the *http.Request of ctx, every string copied, with
+// body; tooLong: the body was longer than MaxBody, and ContentLength says
+// so.
+func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*http.Request, error) {
+	uri := string(ctx.RequestURI())
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	r := &http.Request{
+		Method:     method(ctx.Method()),
+		URL:        u,
+		RequestURI: uri,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     make(http.Header, ctx.Request.Header.Len()),
+		Host:       string(ctx.Host()),
+		RemoteAddr: ctx.RemoteAddr().String(),
+		Body:       http.NoBody,
+	}
+	if !ctx.Request.Header.IsHTTP11() {
+		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
+	}
+	for k, v := range ctx.Request.Header.All() {
+		switch string(k) {
+		case "Host", "Transfer-Encoding":
+			continue
+		case "Connection":
+			if r.ProtoMinor == 0 && string(v) == "close" {
+				continue // fasthttp's own, for HTTP/1.0
+			}
+		}
+		// net/http refuses what fasthttp lets through.
+		if !httpguts.ValidHeaderFieldName(string(k)) || !httpguts.ValidHeaderFieldValue(string(v)) {
+			return nil, errors.New("invalid header field")
+		}
+		key := http.CanonicalHeaderKey(string(k))
+		r.Header[key] = append(r.Header[key], string(v))
+	}
+	switch {
+	case tooLong:
+		r.ContentLength = int64(s.cfg.MaxBody) + 1
+		if n := ctx.Request.Header.ContentLength(); n > 0 {
+			r.ContentLength = int64(n)
+		}
+	case len(body) > 0:
+		r.ContentLength = int64(len(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return r.WithContext(s.cfg.Context), nil
+}
+
+// method returns m as a string, the common methods without a copy.
+func method(m []byte) string {
+	switch string(m) {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodHead:
+		return http.MethodHead
+	case http.MethodPatch:
+		return http.MethodPatch
+	}
+	return string(m)
+}
+
+// writer is the http.ResponseWriter of one request: the header is copied
+// out when the status is written, as net/http snapshots it.
+type writer struct {
+	ctx  *fasthttp.RequestCtx
+	h    http.Header
+	code int
+}
+
+func (w *writer) Header() http.Header { return w.h }
+
+func (w *writer) WriteHeader(code int) {
+	if w.code != 0 || code < 200 {
+		return
+	}
+	w.code = code
+	w.ctx.SetStatusCode(code)
+	rh := &w.ctx.Response.Header
+	for k, vv := range w.h {
+		switch k {
+		case "Content-Length", "Transfer-Encoding", "Connection", "Date":
+			continue
+		}
+		for i, v := range vv {
+			if i == 0 {
+				rh.Set(k, v)
+			} else {
+				rh.Add(k, v)
+			}
+		}
+	}
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.ctx.IsHead() || !bodyAllowed(w.code) {
+		return len(p), nil
+	}
+	w.ctx.Response.AppendBody(p)
+	return len(p), nil
+}
+
+// finish writes the status of a handler that wrote nothing, and the
+// Content-Type net/http would have sniffed.
+func (w *writer) finish() {
+	if w.code == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if body := w.ctx.Response.Body(); len(body) > 0 && len(w.ctx.Response.Header.ContentType()) == 0 {
+		w.ctx.Response.Header.SetContentType(http.DetectContentType(body[:min(len(body), 512)]))
+	}
+}
+
+// bodyAllowed is whether a code's answer may have a body.
+func bodyAllowed(code int) bool {
+	return code != http.StatusNoContent && code != http.StatusNotModified
+}
+
+// writeProblem answers code with detail as the API's problems are.
+func writeProblem(ctx *fasthttp.RequestCtx, code int, detail string) {
+	w := &writer{ctx: ctx, h: make(http.Header, 4)}
+	httpapi.WriteProblem(w, httpapi.Problem{Status: code, Detail: detail}, 0)
+	w.finish()
+	ctx.SetConnectionClose()
+}
+
+// quiet drops fasthttp's own log lines (a client's broken connection):
+// the shaper logs what it answers.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
