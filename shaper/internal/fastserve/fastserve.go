@@ -104,9 +104,14 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	var body []byte
 	tooLong := false
 	if ctx.Request.IsBodyStream() {
-		// Chunked, or declared longer than MaxBody: read here, bounded
-		// (PostBody would read it whole).
-		body, tooLong = readAtMost(ctx.RequestBodyStream(), s.cfg.MaxBody)
+		// With StreamRequestBody every body is a stream: read here,
+		// bounded (PostBody would read any length whole).
+		var err error
+		body, tooLong, err = readAtMost(ctx.RequestBodyStream(), ctx.Request.Header.ContentLength(), s.cfg.MaxBody)
+		if err != nil {
+			writeProblem(ctx, http.StatusBadRequest, "reading body: "+err.Error())
+			return
+		}
 	} else {
 		body = ctx.PostBody()
 	}
@@ -130,17 +135,27 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 // drainAtMost is how much of a refused body serve reads and drops.
 const drainAtMost = 64 << 20
 
-// readAtMost reads r to its end when it holds at most limit bytes;
-// longer, it stops there and says so.
-func readAtMost(r io.Reader, limit int) ([]byte, bool) {
+// readAtMost reads r, of length n (negative: chunked), to its end when it
+// holds at most limit bytes; longer, it stops there and says so.
+func readAtMost(r io.Reader, n, limit int) ([]byte, bool, error) {
+	if n > limit {
+		return nil, true, nil
+	}
+	if n >= 0 {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, false, err
+		}
+		return b, false, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
-	if len(b) > limit {
-		return nil, true
-	}
 	if err != nil {
-		return nil, true
+		return nil, false, err
 	}
-	return b, false
+	if len(b) > limit {
+		return nil, true, nil
+	}
+	return b, false, nil
 }
 
 // failed answers a request fasthttp could not read, as net/http would:
@@ -180,7 +195,12 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
 	}
 	for k, v := range ctx.Request.Header.All() {
-		switch string(k) {
+		// net/http refuses what fasthttp lets through.
+		if !httpguts.ValidHeaderFieldName(string(k)) || !httpguts.ValidHeaderFieldValue(string(v)) {
+			return nil, errors.New("invalid header field")
+		}
+		key := http.CanonicalHeaderKey(string(k))
+		switch key {
 		case "Host", "Transfer-Encoding":
 			continue
 		case "Connection":
@@ -188,11 +208,6 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 				continue // fasthttp's own, for HTTP/1.0
 			}
 		}
-		// net/http refuses what fasthttp lets through.
-		if !httpguts.ValidHeaderFieldName(string(k)) || !httpguts.ValidHeaderFieldValue(string(v)) {
-			return nil, errors.New("invalid header field")
-		}
-		key := http.CanonicalHeaderKey(string(k))
 		r.Header[key] = append(r.Header[key], string(v))
 	}
 	switch {

@@ -132,6 +132,8 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 		"GET /k/%E2%82%AC%00 HTTP/1.1\r\nHost: h\r\n\r\n",
 		"GET /h HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a: 2\r\nx-lower: v\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n",
 		"GET /old HTTP/1.0\r\n\r\n",
+		"POST /lower HTTP/1.1\r\nhost: h\r\ncontent-length: 3\r\ncontent-type: text/plain\r\n\r\nabc",
+		"POST /lower HTTP/1.1\r\nHOST: h\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
 		"GET http://example.com/abs?q HTTP/1.1\r\nHost: example.com\r\n\r\n",
 		"HEAD /head HTTP/1.1\r\nHost: h\r\n\r\n",
 		"GET /nothing HTTP/1.1\r\nHost: h\r\n\r\n",
@@ -300,4 +302,27 @@ func FuzzAsNetHTTP(f *testing.F) {
 			t.Fatalf("%q: the handler saw\n net/http  %s\n fastserve %s", raw, a.body, b.body)
 		}
 	})
+}
+
+// TestBodyCutShort: a body shorter than its declared length, the client
+// done sending, is a 400, not a job of what came.
+func TestBodyCutShort(t *testing.T) {
+	seen := false
+	_, fast := both(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = true }), Config{MaxBody: 100})
+	c, err := net.Dial("tcp", fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "bad request") || seen {
+		t.Errorf("%d %s (handler called: %v), want 400, the handler not called", res.StatusCode, body, seen)
+	}
 }
