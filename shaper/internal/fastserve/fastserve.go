@@ -63,6 +63,7 @@ func New(h http.Handler, cfg Config) *Server {
 	s.srv = &fasthttp.Server{
 		Handler:                      s.serve,
 		ErrorHandler:                 s.failed,
+		ExpectHandler:                s.expect,
 		MaxRequestBodySize:           cfg.MaxBody,
 		StreamRequestBody:            true, // a longer or chunked body is read by serve
 		ReadBufferSize:               readBuffer,
@@ -124,16 +125,51 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	s.h.ServeHTTP(w, r)
 	w.finish()
 	if tooLong {
-		// What the client is still sending is read and dropped, up to a
-		// bound, so that it gets to read the answer rather than a reset
-		// connection (net/http waits for it likewise).
-		io.CopyN(io.Discard, ctx.RequestBodyStream(), drainAtMost)
+		// As net/http does: the answer goes first; then what the client
+		// is still sending is read and dropped, for a while and up to a
+		// bound, so that it reads the answer rather than a reset
+		// connection; then the connection closes.
 		ctx.SetConnectionClose()
+		ctx.Hijack(func(c net.Conn) {
+			c.SetReadDeadline(time.Now().Add(drainFor))
+			io.CopyN(io.Discard, c, drainAtMost)
+		})
 	}
 }
 
-// drainAtMost is how much of a refused body serve reads and drops.
-const drainAtMost = 64 << 20
+// expect answers a request that asks to be told to send its body (Expect:
+// 100-continue): one declared longer than MaxBody is answered by its
+// route at once, without its body, as net/http does; fasthttp then closes
+// the connection. Any other is told to go on.
+func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
+	if n := ctx.Request.Header.ContentLength(); n <= s.cfg.MaxBody {
+		return fasthttp.StatusContinue
+	}
+	r, err := s.request(ctx, nil, true)
+	if err != nil {
+		writeProblem(ctx, http.StatusBadRequest, "bad request: "+err.Error())
+		return http.StatusBadRequest
+	}
+	w := &writer{ctx: ctx, h: make(http.Header, 8)}
+	s.h.ServeHTTP(w, r)
+	w.finish()
+	return w.code
+}
+
+// drainAtMost and drainFor bound what serve reads and drops of a refused
+// body, and for how long.
+const (
+	drainAtMost = 64 << 20
+	drainFor    = 2 * time.Second
+)
+
+// tooLong is the body of a request longer than MaxBody: reading it fails
+// as http.MaxBytesReader's does, so that a route that reads its body
+// rather than its length refuses it too.
+type tooLongBody struct{ limit int64 }
+
+func (b tooLongBody) Read([]byte) (int, error) { return 0, &http.MaxBytesError{Limit: b.limit} }
+func (tooLongBody) Close() error               { return nil }
 
 // readAtMost reads r, of length n (negative: chunked), to its end when it
 // holds at most limit bytes; longer, it stops there and says so.
@@ -167,7 +203,11 @@ func (s *Server) failed(ctx *fasthttp.RequestCtx, err error) {
 		writeProblem(ctx, http.StatusRequestHeaderFieldsTooLarge, "request line and header longer than "+strconv.Itoa(readBuffer>>10)+" KiB")
 		return
 	}
-	writeProblem(ctx, http.StatusBadRequest, "bad request")
+	why := err.Error()
+	if len(why) > 200 {
+		why = why[:200] + "…"
+	}
+	writeProblem(ctx, http.StatusBadRequest, "bad request: "+why)
 }
 
 // request builds the *http.Request of ctx, every string copied, with
@@ -216,6 +256,7 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 		if n := ctx.Request.Header.ContentLength(); n > 0 {
 			r.ContentLength = int64(n)
 		}
+		r.Body = tooLongBody{int64(s.cfg.MaxBody)}
 	case len(body) > 0:
 		r.ContentLength = int64(len(body))
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -278,9 +319,10 @@ func (w *writer) Write(p []byte) (int, error) {
 	if w.code == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.ctx.IsHead() || !bodyAllowed(w.code) {
+	if !bodyAllowed(w.code) {
 		return len(p), nil
 	}
+	// A HEAD's body is kept too: fasthttp sends its length, not its bytes.
 	w.ctx.Response.AppendBody(p)
 	return len(p), nil
 }

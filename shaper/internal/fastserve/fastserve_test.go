@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -109,7 +110,7 @@ func ask(t *testing.T, addr, raw string) answer {
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	a := answer{status: res.StatusCode, headers: map[string]string{}, body: string(body)}
-	for _, k := range []string{"Content-Type", "X-Seen", "X-Early", "X-Late", "X-Multi", "Retry-After"} {
+	for _, k := range []string{"Content-Length", "Content-Type", "X-Seen", "X-Early", "X-Late", "X-Multi", "Retry-After"} {
 		if vv := res.Header.Values(k); len(vv) > 0 {
 			a.headers[k] = strings.Join(vv, ",")
 		}
@@ -244,6 +245,50 @@ func TestBodyTooLong(t *testing.T) {
 	}
 	if a := ask(t, fast, "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n"+strings.Repeat("z", 100)); a.status != http.StatusAccepted {
 		t.Errorf("a body of 100 bytes: %d, want 202", a.status)
+	}
+	// Told to wait for a 100 Continue, the client is answered at once
+	// instead, its body never asked for.
+	c, err := net.Dial("tcp", fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 413") {
+		t.Errorf("Expect: 100-continue with 5000 bytes: %q %v, want a 413 at once", line, err)
+	}
+	// A client that stalls mid-body gets the answer first, not after the
+	// read timeout.
+	c2, err := net.Dial("tcp", fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	io.WriteString(c2, "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\n"+strings.Repeat("x", 1000))
+	c2.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	if line, err := bufio.NewReader(c2).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 413") || time.Since(start) > 5*time.Second {
+		t.Errorf("a stalled 5000-byte body: %q %v after %v, want a 413 at once", line, err, time.Since(start))
+	}
+}
+
+// TestTooLongBodyReadFails: a route that reads the body of a request
+// longer than MaxBody, rather than its length, gets http.MaxBytesReader's
+// error, never an empty body.
+func TestTooLongBodyReadFails(t *testing.T) {
+	_, fast := both(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b [1]byte
+		n, err := io.ReadFull(r.Body, b[:])
+		var tooBig *http.MaxBytesError
+		if n != 0 || !errors.As(err, &tooBig) {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+	}), Config{MaxBody: 10})
+	if a := ask(t, fast, "DELETE /v1/dead HTTP/1.1\r\nHost: h\r\nContent-Length: 50\r\n\r\n"+strings.Repeat("{", 50)); a.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("reading a 50-byte body over a 10-byte bound: %d, want the read to fail", a.status)
 	}
 }
 

@@ -37,8 +37,9 @@ func NoBody(w http.ResponseWriter, r *http.Request, done string) bool {
 	if r.ContentLength == 0 || r.Body == nil {
 		return true
 	}
+	// A body that cannot be read (too long, say) is a body too.
 	var b [1]byte
-	if n, _ := io.ReadFull(r.Body, b[:]); n == 0 {
+	if n, err := io.ReadFull(r.Body, b[:]); n == 0 && (err == nil || err == io.EOF) {
 		return true
 	}
 	Error(w, http.StatusBadRequest, "this route takes no body: its filters are query parameters ("+r.URL.Path+"?policy=…&key=…&reason=…); "+done)
