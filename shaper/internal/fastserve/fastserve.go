@@ -18,6 +18,7 @@
 package fastserve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -125,14 +126,24 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	s.h.ServeHTTP(w, r)
 	w.finish()
 	if tooLong {
-		// As net/http does: the answer goes first; then what the client
-		// is still sending is read and dropped, for a while and up to a
-		// bound, so that it reads the answer rather than a reset
-		// connection; then the connection closes.
+		// As net/http does: the answer goes first, saying the connection
+		// closes; then what the client is still sending is read and
+		// dropped, for a while and up to a bound, so that it reads the
+		// answer rather than a reset connection; then it closes. The
+		// answer is written here, by hand: fasthttp would close a
+		// connection whose answer says so at once.
 		ctx.SetConnectionClose()
+		var answer bytes.Buffer
+		bw := bufio.NewWriter(&answer)
+		if ctx.Response.Write(bw) != nil || bw.Flush() != nil {
+			return // fasthttp writes it, and closes
+		}
+		ctx.HijackSetNoResponse(true)
 		ctx.Hijack(func(c net.Conn) {
-			c.SetReadDeadline(time.Now().Add(drainFor))
-			io.CopyN(io.Discard, c, drainAtMost)
+			c.SetDeadline(time.Now().Add(drainFor))
+			if _, err := c.Write(answer.Bytes()); err == nil {
+				io.CopyN(io.Discard, c, drainAtMost)
+			}
 		})
 	}
 }
