@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -385,5 +386,19 @@ func waitingFor(since time.Time) string {
 	if since.IsZero() {
 		return ""
 	}
-	return ": " + drain.WaitingForConsumer + " since " + since.UTC().Format(time.RFC3339) + " (no consumer answered the policy's last delivery)"
+	if w := lastWaiting.Load(); w != nil && w.since.Equal(since) {
+		return w.text
+	}
+	text := ": " + drain.WaitingForConsumer + " since " + since.UTC().Format(time.RFC3339) + " (no consumer answered the policy's last delivery)"
+	lastWaiting.Store(&waitingText{since, text})
+	return text
+}
+
+// lastWaiting is the last text waitingFor made: every refusal of a policy
+// without a consumer says the same since, formatted once.
+var lastWaiting atomic.Pointer[waitingText]
+
+type waitingText struct {
+	since time.Time
+	text  string
 }

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -122,7 +123,8 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		writeProblem(ctx, http.StatusBadRequest, "bad request: "+err.Error())
 		return
 	}
-	w := &writer{ctx: ctx, h: make(http.Header, 8)}
+	w := getWriter(ctx)
+	defer putWriter(w)
 	s.h.ServeHTTP(w, r)
 	w.finish()
 	if tooLong {
@@ -161,7 +163,8 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 		writeProblem(ctx, http.StatusBadRequest, "bad request: "+err.Error())
 		return http.StatusBadRequest
 	}
-	w := &writer{ctx: ctx, h: make(http.Header, 8)}
+	w := getWriter(ctx)
+	defer putWriter(w)
 	s.h.ServeHTTP(w, r)
 	w.finish()
 	return w.code
@@ -245,12 +248,13 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 	if !ctx.Request.Header.IsHTTP11() {
 		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
 	}
+	values := make([]string, 0, ctx.Request.Header.Len()) // the first value of each name
 	for k, v := range ctx.Request.Header.All() {
 		// net/http refuses what fasthttp lets through.
 		if !httpguts.ValidHeaderFieldName(string(k)) || !httpguts.ValidHeaderFieldValue(string(v)) {
 			return nil, errors.New("invalid header field")
 		}
-		key := http.CanonicalHeaderKey(string(k))
+		key := headerName(k)
 		switch key {
 		case "Host", "Transfer-Encoding":
 			continue
@@ -259,7 +263,12 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 				continue // fasthttp's own, for HTTP/1.0
 			}
 		}
-		r.Header[key] = append(r.Header[key], string(v))
+		if vv, ok := r.Header[key]; ok {
+			r.Header[key] = append(vv, string(v))
+			continue
+		}
+		values = append(values, string(v))
+		r.Header[key] = values[len(values)-1 : len(values) : len(values)]
 	}
 	switch {
 	case tooLong:
@@ -273,6 +282,36 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	return r.WithContext(s.cfg.Context), nil
+}
+
+// headerName returns k in net/http's canonical form, the common names
+// without a copy.
+func headerName(k []byte) string {
+	switch string(k) {
+	case "Host", "host":
+		return "Host"
+	case "Content-Type", "content-type":
+		return "Content-Type"
+	case "Content-Length", "content-length":
+		return "Content-Length"
+	case "User-Agent", "user-agent":
+		return "User-Agent"
+	case "Accept", "accept":
+		return "Accept"
+	case "Accept-Encoding", "accept-encoding":
+		return "Accept-Encoding"
+	case "Authorization", "authorization":
+		return "Authorization"
+	case "Connection", "connection":
+		return "Connection"
+	case "Idempotency-Key", "idempotency-key":
+		return "Idempotency-Key"
+	case "Traceparent", "traceparent":
+		return "Traceparent"
+	case "Tracestate", "tracestate":
+		return "Tracestate"
+	}
+	return http.CanonicalHeaderKey(string(k))
 }
 
 // method returns m as a string, the common methods without a copy.
@@ -300,6 +339,22 @@ type writer struct {
 	ctx  *fasthttp.RequestCtx
 	h    http.Header
 	code int
+}
+
+// writers keeps writers and their header maps between requests: a
+// handler does not touch its ResponseWriter once it has returned.
+var writers = sync.Pool{New: func() any { return &writer{h: make(http.Header, 8)} }}
+
+func getWriter(ctx *fasthttp.RequestCtx) *writer {
+	w := writers.Get().(*writer)
+	w.ctx, w.code = ctx, 0
+	return w
+}
+
+func putWriter(w *writer) {
+	clear(w.h)
+	w.ctx = nil
+	writers.Put(w)
 }
 
 func (w *writer) Header() http.Header { return w.h }
@@ -356,7 +411,8 @@ func bodyAllowed(code int) bool {
 
 // writeProblem answers code with detail as the API's problems are.
 func writeProblem(ctx *fasthttp.RequestCtx, code int, detail string) {
-	w := &writer{ctx: ctx, h: make(http.Header, 4)}
+	w := getWriter(ctx)
+	defer putWriter(w)
 	httpapi.WriteProblem(w, httpapi.Problem{Status: code, Detail: detail}, 0)
 	w.finish()
 	ctx.SetConnectionClose()
