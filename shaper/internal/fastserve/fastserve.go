@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +75,7 @@ func New(h http.Handler, cfg Config) *Server {
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,
+		SecureErrorLogMessage:        true, // errors without the request's bytes
 		CloseOnShutdown:              true,
 		Logger:                       quiet{},
 	}
@@ -135,6 +137,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		// answer is written here, by hand: fasthttp would close a
 		// connection whose answer says so at once.
 		ctx.SetConnectionClose()
+		ctx.Response.SkipBody = ctx.IsHead()
 		var answer bytes.Buffer
 		bw := bufio.NewWriter(&answer)
 		if ctx.Response.Write(bw) != nil || bw.Flush() != nil {
@@ -174,7 +177,7 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 // body, and for how long.
 const (
 	drainAtMost = 64 << 20
-	drainFor    = 2 * time.Second
+	drainFor    = time.Second
 )
 
 // tooLong is the body of a request longer than MaxBody: reading it fails
@@ -217,11 +220,29 @@ func (s *Server) failed(ctx *fasthttp.RequestCtx, err error) {
 		writeProblem(ctx, http.StatusRequestHeaderFieldsTooLarge, "request line and header longer than "+strconv.Itoa(readBuffer>>10)+" KiB")
 		return
 	}
+	if errors.Is(err, fasthttp.ErrUnsupportedTransferEncoding) {
+		writeProblem(ctx, http.StatusNotImplemented, "transfer coding not implemented: send a body chunked or with a Content-Length")
+		return
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		writeProblem(ctx, http.StatusBadRequest, "reading body: unexpected EOF")
+		return
+	}
+	writeProblem(ctx, http.StatusBadRequest, "bad request: "+reason(err))
+}
+
+// reason is what err says about a request fasthttp could not read,
+// without the request itself (fasthttp adds the bytes it had read, which
+// may hold a token).
+func reason(err error) string {
 	why := err.Error()
+	if i := strings.Index(why, "buffer size="); i >= 0 {
+		why = strings.TrimRight(why[:i], ": ,")
+	}
 	if len(why) > 200 {
 		why = why[:200] + "…"
 	}
-	writeProblem(ctx, http.StatusBadRequest, "bad request: "+why)
+	return why
 }
 
 // request builds the *http.Request of ctx, every string copied, with
@@ -368,7 +389,14 @@ func (w *writer) WriteHeader(code int) {
 	rh := &w.ctx.Response.Header
 	for k, vv := range w.h {
 		switch k {
-		case "Content-Length", "Transfer-Encoding", "Connection", "Date":
+		case "Content-Length":
+			// fasthttp counts the body; a HEAD's answer has none, and
+			// keeps the length its handler gave (as http.ServeContent's).
+			if n, err := strconv.Atoi(firstOf(vv)); err == nil && w.ctx.IsHead() {
+				rh.SetContentLength(n)
+			}
+			continue
+		case "Transfer-Encoding", "Connection", "Date":
 			continue
 		}
 		for i, v := range vv {
@@ -379,6 +407,13 @@ func (w *writer) WriteHeader(code int) {
 			}
 		}
 	}
+}
+
+func firstOf(vv []string) string {
+	if len(vv) == 0 {
+		return ""
+	}
+	return vv[0]
 }
 
 func (w *writer) Write(p []byte) (int, error) {

@@ -350,7 +350,7 @@ func FuzzAsNetHTTP(f *testing.F) {
 }
 
 // TestBodyCutShort: a body shorter than its declared length, the client
-// done sending, is a 400, not a job of what came.
+// done sending, is a 400 that says so, not a job of what came.
 func TestBodyCutShort(t *testing.T) {
 	seen := false
 	_, fast := both(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = true }), Config{MaxBody: 100})
@@ -367,7 +367,55 @@ func TestBodyCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "bad request") || seen {
-		t.Errorf("%d %s (handler called: %v), want 400, the handler not called", res.StatusCode, body, seen)
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "reading body: unexpected EOF") || seen {
+		t.Errorf("%d %s (handler called: %v), want 400 reading body, the handler not called", res.StatusCode, body, seen)
+	}
+}
+
+// TestRefusedBeforeTheRoute: what net/http refuses before a handler runs
+// is refused here too, saying why without echoing the request (a token in
+// it included), and a transfer coding other than chunked is refused and
+// closes the connection: what follows it is never served as a request of
+// its own. (fasthttp reads "identity" as no coding at all, and the
+// request as bodiless, where net/http answers 501: not caught here.)
+func TestRefusedBeforeTheRoute(t *testing.T) {
+	served := make(chan string, 10)
+	_, fast := both(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served <- r.URL.Path }), Config{MaxBody: 100})
+	for _, c := range []struct {
+		raw  string
+		code int
+	}{
+		{"POST /j HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: h\r\n\r\n", http.StatusNotImplemented},
+		{"GET /x HTTP/1.1\r\nAuthorization: Bearer s3cr3t-token\r\n\r\n", http.StatusBadRequest},
+	} {
+		a := ask(t, fast, c.raw)
+		if a.status != c.code || strings.Contains(a.body, "s3cr3t") || !strings.Contains(a.body, "detail") {
+			t.Errorf("%.50q: %d %s, want %d with a detail and no token", c.raw, a.status, a.body, c.code)
+		}
+	}
+	select {
+	case p := <-served:
+		t.Errorf("%s was served", p)
+	default:
+	}
+}
+
+// TestHeadKeepsLength: a HEAD's answer carries the length its handler set
+// (http.ServeContent's way) or the length of what it wrote.
+func TestHeadKeepsLength(t *testing.T) {
+	std, fast := both(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/set" {
+			w.Header().Set("Content-Length", "6497")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		io.WriteString(w, "thirty-one bytes of a body here")
+	}), Config{MaxBody: 100})
+	for _, p := range []string{"/set", "/written"} {
+		raw := "HEAD " + p + " HTTP/1.1\r\nHost: h\r\n\r\n"
+		a, b := ask(t, std, raw), ask(t, fast, raw)
+		if a.headers["Content-Length"] != b.headers["Content-Length"] || b.headers["Content-Length"] == "" {
+			t.Errorf("HEAD %s: net/http Content-Length %q, fastserve %q", p, a.headers["Content-Length"], b.headers["Content-Length"])
+		}
 	}
 }
