@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -82,11 +81,21 @@ func New(h http.Handler, cfg Config) *Server {
 	// fasthttp's ReadTimeout bounds a request's line and header, from its
 	// first byte; once the header is in, the body gets the rest of
 	// ReadTimeout.
+	//
+	// A body declared longer than MaxBody is read no further than its
+	// first byte before serve runs (fasthttp reads up to 8 KiB of a body
+	// ahead), so that a client waiting for an early answer gets its 413.
+	bodyTimeout := time.Duration(0)
 	if cfg.ReadHeaderTimeout > 0 && cfg.ReadHeaderTimeout < cfg.ReadTimeout {
-		s.srv.HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
-			return fasthttp.RequestConfig{ReadTimeout: cfg.ReadTimeout}
-		}
+		bodyTimeout = cfg.ReadTimeout
 		s.srv.ReadTimeout = cfg.ReadHeaderTimeout
+	}
+	s.srv.HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+		rc := fasthttp.RequestConfig{ReadTimeout: bodyTimeout}
+		if h.ContentLength() > cfg.MaxBody {
+			rc.MaxRequestBodySize = 1
+		}
+		return rc
 	}
 	return s
 }
@@ -119,6 +128,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		}
 	} else {
 		body = ctx.PostBody()
+	}
+	if identityCoded(&ctx.Request.Header) {
+		writeProblem(ctx, http.StatusNotImplemented, codingNotImplemented)
+		return
 	}
 	r, err := s.request(ctx, body, tooLong)
 	if err != nil {
@@ -221,28 +234,21 @@ func (s *Server) failed(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	if errors.Is(err, fasthttp.ErrUnsupportedTransferEncoding) {
-		writeProblem(ctx, http.StatusNotImplemented, "transfer coding not implemented: send a body chunked or with a Content-Length")
+		writeProblem(ctx, http.StatusNotImplemented, codingNotImplemented)
 		return
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		writeProblem(ctx, http.StatusBadRequest, "reading body: unexpected EOF")
 		return
 	}
-	writeProblem(ctx, http.StatusBadRequest, "bad request: "+reason(err))
-}
-
-// reason is what err says about a request fasthttp could not read,
-// without the request itself (fasthttp adds the bytes it had read, which
-// may hold a token).
-func reason(err error) string {
-	why := err.Error()
-	if i := strings.Index(why, "buffer size="); i >= 0 {
-		why = strings.TrimRight(why[:i], ": ,")
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		writeProblem(ctx, http.StatusBadRequest, "the request was not read within the server's timeout")
+		return
 	}
-	if len(why) > 200 {
-		why = why[:200] + "…"
-	}
-	return why
+	// fasthttp's other errors quote what they read, which may hold a token:
+	// none is passed on.
+	writeProblem(ctx, http.StatusBadRequest, "bad request: the request line or a header does not parse (lines end in CRLF; header names are tokens, values printable)")
 }
 
 // request builds the *http.Request of ctx, every string copied, with
@@ -303,6 +309,21 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	return r.WithContext(s.cfg.Context), nil
+}
+
+// codingNotImplemented is the detail of a 501 for a transfer coding other
+// than chunked, as net/http refuses one.
+const codingNotImplemented = "transfer coding not implemented: send a body chunked or with a Content-Length"
+
+// identityCoded reports whether a request fasthttp read as bodiless came
+// with a Transfer-Encoding (fasthttp drops one of "identity"): what
+// follows its header would otherwise be read as a request of its own.
+// Only a request without a length or chunks is looked at.
+func identityCoded(h *fasthttp.RequestHeader) bool {
+	if h.ContentLength() > 0 || h.ContentLength() == -1 {
+		return false
+	}
+	return bytes.Contains(bytes.ToLower(h.RawHeaders()), []byte("transfer-encoding:"))
 }
 
 // headerName returns k in net/http's canonical form, the common names

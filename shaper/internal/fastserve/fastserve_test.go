@@ -265,7 +265,7 @@ func TestBodyTooLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	io.WriteString(c2, "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\n"+strings.Repeat("x", 1000))
+	io.WriteString(c2, "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\n"+strings.Repeat("x", 10)) // less than the bound, and than fasthttp's 8 KiB read ahead
 	c2.SetReadDeadline(time.Now().Add(10 * time.Second))
 	start := time.Now()
 	if line, err := bufio.NewReader(c2).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 413") || time.Since(start) > 5*time.Second {
@@ -376,8 +376,8 @@ func TestBodyCutShort(t *testing.T) {
 // is refused here too, saying why without echoing the request (a token in
 // it included), and a transfer coding other than chunked is refused and
 // closes the connection: what follows it is never served as a request of
-// its own. (fasthttp reads "identity" as no coding at all, and the
-// request as bodiless, where net/http answers 501: not caught here.)
+// its own (fasthttp reads "identity" as no coding, and the request as
+// bodiless: caught here).
 func TestRefusedBeforeTheRoute(t *testing.T) {
 	served := make(chan string, 10)
 	_, fast := both(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served <- r.URL.Path }), Config{MaxBody: 100})
@@ -387,6 +387,10 @@ func TestRefusedBeforeTheRoute(t *testing.T) {
 	}{
 		{"POST /j HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: h\r\n\r\n", http.StatusNotImplemented},
 		{"GET /x HTTP/1.1\r\nAuthorization: Bearer s3cr3t-token\r\n\r\n", http.StatusBadRequest},
+		{"GET /x HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer s3cr3t-token\x01\r\n\r\n", http.StatusBadRequest},
+		{"GET /v1/policies\r\nHost: h\r\nAuthorization: Bearer s3cr3t-token\r\n\r\n", http.StatusBadRequest},
+		{"POST /j HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity\r\n\r\nPOST /smuggled HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc", http.StatusNotImplemented},
+		{"POST /j HTTP/1.1\r\nHost: h\r\nTRANSFER-ENCODING: Identity\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: h\r\n\r\n", http.StatusNotImplemented},
 	} {
 		a := ask(t, fast, c.raw)
 		if a.status != c.code || strings.Contains(a.body, "s3cr3t") || !strings.Contains(a.body, "detail") {
