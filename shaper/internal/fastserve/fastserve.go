@@ -20,6 +20,7 @@ package fastserve
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -54,14 +55,15 @@ const readBuffer = 64 << 10
 
 // Server serves an http.Handler over fasthttp.
 type Server struct {
-	srv *fasthttp.Server
-	h   http.Handler
-	cfg Config
+	srv  *fasthttp.Server
+	h    http.Handler
+	cfg  Config
+	base *http.Request // empty but for its context, Config.Context
 }
 
 // New returns a Server of h.
 func New(h http.Handler, cfg Config) *Server {
-	s := &Server{h: h, cfg: cfg}
+	s := &Server{h: h, cfg: cfg, base: (&http.Request{}).WithContext(cmp.Or[context.Context](cfg.Context, context.Background()))}
 	s.srv = &fasthttp.Server{
 		Handler:                      s.serve,
 		ErrorHandler:                 s.failed,
@@ -260,18 +262,17 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 	if err != nil {
 		return nil, err
 	}
-	r := &http.Request{
-		Method:     method(ctx.Method()),
-		URL:        u,
-		RequestURI: uri,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     make(http.Header, ctx.Request.Header.Len()),
-		Host:       string(ctx.Host()),
-		RemoteAddr: ctx.RemoteAddr().String(),
-		Body:       http.NoBody,
-	}
+	// A copy of base carries the context: one allocation, where
+	// WithContext would copy the request a second time.
+	r := new(http.Request)
+	*r = *s.base
+	r.Method = method(ctx.Method())
+	r.URL, r.RequestURI = u, uri
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
+	r.Header = make(http.Header, ctx.Request.Header.Len())
+	r.Host = string(ctx.Host())
+	r.RemoteAddr = ctx.RemoteAddr().String()
+	r.Body = http.NoBody
 	if !ctx.Request.Header.IsHTTP11() {
 		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
 	}
@@ -308,7 +309,7 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 		r.ContentLength = int64(len(body))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	return r.WithContext(s.cfg.Context), nil
+	return r, nil
 }
 
 // codingNotImplemented is the detail of a 501 for a transfer coding other

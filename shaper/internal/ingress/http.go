@@ -60,12 +60,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error)
 	if r.ContentLength > int64(limit) {
 		return nil, &http.MaxBytesError{Limit: int64(limit)}
 	}
-	body := http.MaxBytesReader(w, r.Body, int64(limit))
 	if r.ContentLength < 0 || r.ContentLength > smallBody {
-		return io.ReadAll(body)
+		return io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
 	}
+	// A body of a declared length ends there (the server holds it to
+	// that length): no bound is needed to read it.
 	buf := make([]byte, r.ContentLength)
-	if _, err := io.ReadFull(body, buf); err != nil {
+	if _, err := io.ReadFull(r.Body, buf); err != nil {
 		return nil, err
 	}
 	return buf, nil
