@@ -192,7 +192,7 @@ const (
 	drainFor    = time.Second
 )
 
-// tooLong is the body of a request longer than MaxBody: reading it fails
+// tooLongBody is the body of a request longer than MaxBody: reading it fails
 // as http.MaxBytesReader's does, so that a route that reads its body
 // rather than its length refuses it too.
 type tooLongBody struct{ limit int64 }
