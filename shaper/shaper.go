@@ -206,7 +206,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	defer reqCancel()
 	hs := fastserve.New(s.handler, fastserve.Config{
 		Context:           reqCtx,
-		MaxBody:           max(cmp.Or(s.cfg.MaxPayload, queue.DefaultMaxPayload), 64<<10), // a job's, or an admin route's 64 KiB
+		MaxBody:           max(cmp.Or(s.cfg.MaxPayload, queue.DefaultMaxPayload), maxPolicyBody), // a job's, or an admin route's
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute, // a job body that trickles in for longer is cut off
 		IdleTimeout:       2 * time.Minute,

@@ -254,6 +254,10 @@ type refused struct{ error }
 // value (or the default), total "" or "off" is no cap and admit "off" no
 // admission limit. Bad input of any kind changes nothing and is answered
 // 400 naming the field.
+// maxPolicyBody bounds the body of a live policy change, the largest an
+// admin route reads.
+const maxPolicyBody = 64 << 10
+
 func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Cluster, log *slog.Logger) {
 	name := r.PathValue("name")
 	line := t.line(name)
@@ -261,7 +265,7 @@ func (t *table) handlePut(w http.ResponseWriter, r *http.Request, c *cluster.Clu
 		httpapi.Error(w, http.StatusNotFound, httpapi.UnknownPolicy(name, t.names()))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
 	if err != nil {
 		httpapi.Error(w, http.StatusRequestEntityTooLarge, "policy body: "+err.Error())
 		return

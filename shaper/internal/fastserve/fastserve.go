@@ -129,18 +129,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		body = ctx.PostBody()
 	}
 	if identityCoded(&ctx.Request.Header) {
-		writeProblem(ctx, http.StatusNotImplemented, codingNotImplemented)
+		writeProblem(ctx, http.StatusNotImplemented, codingUnsupported)
 		return
 	}
-	r, err := s.request(ctx, body, tooLong)
-	if err != nil {
-		writeProblem(ctx, http.StatusBadRequest, "bad request: "+err.Error())
-		return
-	}
-	w := getWriter(ctx)
-	defer putWriter(w)
-	s.h.ServeHTTP(w, r)
-	w.finish()
+	s.handle(ctx, body, tooLong)
 	if tooLong {
 		// As net/http does: the answer goes first, saying the connection
 		// closes; then what the client is still sending is read and
@@ -173,7 +165,13 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	if n := ctx.Request.Header.ContentLength(); n <= s.cfg.MaxBody {
 		return fasthttp.StatusContinue
 	}
-	r, err := s.request(ctx, nil, true)
+	return s.handle(ctx, nil, true)
+}
+
+// handle builds ctx's request, with body (tooLong: without the body that
+// was too long), hands it to the handler, and returns the answer's status.
+func (s *Server) handle(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) int {
+	r, err := s.request(ctx, body, tooLong)
 	if err != nil {
 		writeProblem(ctx, http.StatusBadRequest, "bad request: "+err.Error())
 		return http.StatusBadRequest
@@ -233,7 +231,7 @@ func (s *Server) failed(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	if errors.Is(err, fasthttp.ErrUnsupportedTransferEncoding) {
-		writeProblem(ctx, http.StatusNotImplemented, codingNotImplemented)
+		writeProblem(ctx, http.StatusNotImplemented, codingUnsupported)
 		return
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -309,9 +307,9 @@ func (s *Server) request(ctx *fasthttp.RequestCtx, body []byte, tooLong bool) (*
 	return r, nil
 }
 
-// codingNotImplemented is the detail of a 501 for a transfer coding other
+// codingUnsupported is the detail of a 501 for a transfer coding other
 // than chunked, as net/http refuses one.
-const codingNotImplemented = "transfer coding not implemented: send a body chunked or with a Content-Length"
+const codingUnsupported = "unsupported transfer coding: send a body chunked or with a Content-Length"
 
 // identityCoded reports whether a request fasthttp read as bodiless came
 // with a Transfer-Encoding (fasthttp drops one of "identity"): what
